@@ -1,0 +1,42 @@
+// The runtime's netpoller interface for goro::net (internal; see detail/runtime.hpp).
+//
+// One epoll instance, each descriptor registered once, edge-triggered, for in, out and
+// rdhup. A PollDesc has a reader slot and a writer slot; at most one G waits in each.
+// Contract:
+//  - poll_open / poll_close: by the owner of the descriptor, once each.
+//  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
+//    readers and writers of one connection).
+//  - poll_set_deadline / poll_evict: any G, concurrently with poll_wait.
+// PollDescs are recycled, never freed, so a late event for a closed descriptor is
+// harmless (at worst a spurious wake-up, after which the caller retries its syscall).
+#pragma once
+
+#include <cstdint>
+
+namespace goro::detail {
+
+class PollDesc;
+
+enum class PollStatus : std::uint8_t { ready, timeout, closed };
+
+// Registers the non-blocking descriptor fd. Returns nullptr with errno set on failure.
+PollDesc* poll_open(int fd);
+
+// Unregisters and recycles pd. Call after poll_evict, when no G is inside poll_wait,
+// and before closing the descriptor.
+void poll_close(PollDesc* pd);
+
+// Wakes any G parked on pd with PollStatus::closed; later waits return closed at once.
+void poll_evict(PollDesc* pd);
+
+// Waits until the descriptor may be readable ('r') or writable ('w') since the last
+// wait, the deadline for that mode passes, or pd is evicted. A readiness edge that
+// arrived before the wait is not lost. Parks the G; never blocks the thread.
+PollStatus poll_wait(PollDesc* pd, char mode);
+
+// Sets the deadline of mode 'r', 'w' or 'b' (both): an absolute nanotime(), 0 for none,
+// or a time in the past (waits then return timeout at once). A G already parked sees
+// the new deadline.
+void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode);
+
+}  // namespace goro::detail

@@ -1,0 +1,116 @@
+// goro runtime: boot the scheduler, start goroutines, yield, sleep, run blocking calls.
+//
+// A goroutine ("G") is a function with its own small stack, run by the M:N scheduler
+// described at the top of scheduler/src/proc.cpp. Every blocking operation offered by
+// goro (channels, Mutex, sleep, network I/O) parks the G, never the OS thread.
+//
+// Thread-local hazards: a G may resume on a different OS thread after any goro call
+// that can block, so `thread_local` variables are per-thread, not per-goroutine, and a
+// std::mutex must not be held across a goro call that can block (use goro::Mutex).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <goro/scheduler/detail/runtime.hpp>
+
+namespace goro {
+
+// How the runtime is set up. Every field has a safe default.
+struct Config {
+  // Number of Ps (processors). 0: GORO_MAXPROCS from the environment, else the
+  // cgroup v2 cpu.max quota rounded up, else the number of online cores.
+  int maxprocs = 0;
+  // Virtual size of a goroutine stack when go() is not given one. Stacks are
+  // committed lazily: a G costs the pages it touched.
+  std::size_t stack_size = 256 * 1024;
+};
+
+namespace detail {
+int run_main(std::function<int()> main_fn, Config config);
+}
+
+// Boots the scheduler, runs main_fn as the main goroutine and returns when it returns,
+// like Go's main: goroutines parked at that point are abandoned (their stacks are
+// released without unwinding), and threads still inside user code or a blocking call
+// are waited for. The value main_fn returns (0 for a void function) is the result.
+// Only one run() at a time per process; run() may be called again after it returns.
+template <class F>
+int run(F&& main_fn, Config config = {}) {
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    return detail::run_main(
+        [fn = std::forward<F>(main_fn)]() mutable {
+          fn();
+          return 0;
+        },
+        config);
+  } else {
+    return detail::run_main(std::function<int()>(std::forward<F>(main_fn)), config);
+  }
+}
+
+// Options for one go() call.
+struct GoOptions {
+  std::size_t stack_size = 0;  // 0: Config::stack_size
+  std::string_view name = {};  // shown in traces; copied (up to 31 bytes)
+};
+
+// Starts fn as a new goroutine. Never blocks. The callable is moved onto the new
+// goroutine's stack, so spawning allocates nothing besides a (usually cached) stack.
+// An exception escaping fn prints "goroutine N: uncaught exception: <what>" and
+// aborts the process, like a Go panic.
+template <class F>
+void go(GoOptions options, F&& fn) {
+  using Fn = std::decay_t<F>;
+  static_assert(std::is_invocable_v<Fn&>, "goro::go needs a callable taking no arguments");
+  void* slot = nullptr;
+  detail::G* g = detail::new_g(options.stack_size, options.name, sizeof(Fn), alignof(Fn), &slot);
+  ::new (slot) Fn(std::forward<F>(fn));
+  detail::start_g(g, [](void* p) {
+    Fn* f = static_cast<Fn*>(p);
+    (*f)();
+    f->~Fn();
+  });
+}
+template <class F>
+void go(F&& fn) {
+  go(GoOptions{}, std::forward<F>(fn));
+}
+
+// Lets other goroutines run; the caller is put back on the global run queue.
+void yield();
+
+// Parks the calling goroutine for at least d (a timer; no thread sleeps).
+void sleep(std::chrono::nanoseconds d);
+
+// Number of Ps the runtime was started with (GOMAXPROCS).
+int maxprocs();
+
+// Id of the calling goroutine (1 is the main goroutine); 0 when not on a goroutine.
+std::uint64_t goid();
+
+// Runs fn, a call that may block in the kernel (file I/O, getaddrinfo, a C library),
+// under the syscall protocol: the P stays with this thread for short calls, and the
+// monitor thread hands it to another thread if the call lasts a whole tick, so the other
+// goroutines of this P keep running. Returns fn's result; rethrows its exception.
+template <class F>
+decltype(auto) blocking(F&& fn) {
+  detail::SyscallScope scope(false);
+  return std::forward<F>(fn)();
+}
+
+// Like blocking(), for calls known to block long (waiting on a pipe, a lock held by
+// another process): the P is handed off at once instead of after a tick.
+template <class F>
+decltype(auto) blocking_long(F&& fn) {
+  detail::SyscallScope scope(true);
+  return std::forward<F>(fn)();
+}
+
+}  // namespace goro

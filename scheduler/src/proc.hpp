@@ -1,0 +1,220 @@
+// The runtime's data structures: G, M, P and the scheduler state. The design, the
+// invariants and the race protocols are described at the top of proc.cpp.
+#pragma once
+
+#include <goro/scheduler/detail/runtime.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "runq.hpp"
+#include "stack.hpp"
+
+namespace goro::detail {
+
+struct M;
+struct P;
+
+enum class GStatus : std::uint32_t { idle, runnable, running, waiting, syscall, dead };
+enum class PStatus : std::uint32_t { idle, running, syscall };
+
+// What the scheduler stack does after a goroutine switched to it.
+enum class SwitchReason : std::uint8_t { park, yield, preempt, exit, syscall_no_p };
+
+// A goroutine. It lives at the top of its own stack, so a G and its stack are one
+// allocation, recycled together through the per-P and global free lists.
+struct G {
+  void* sp = nullptr;                  // saved stack pointer while switched out
+  std::uint64_t id = 0;
+  std::atomic<GStatus> status{GStatus::idle};
+  M* m = nullptr;                      // the M running it (valid while running)
+  G* link = nullptr;                   // global run queue / free lists
+  Stack stack;
+  void (*entry)(void*) = nullptr;
+  void* closure = nullptr;
+  WaitReason wait_reason = WaitReason::none;
+  std::uint32_t in_runtime = 0;        // RuntimeScope depth: non-zero = not preemptible
+  std::atomic<bool> preempt{false};    // sysmon's request to yield at the next safe point
+  int saved_errno = 0;
+  char name[32] = {};
+#if defined(GORO_ASAN)
+  void* asan_fake_stack = nullptr;
+#endif
+#if defined(GORO_TSAN)
+  void* tsan_fiber = nullptr;
+#endif
+};
+
+// A note: a one-shot sleep/wake-up on a futex (Go's note).
+struct Note {
+  std::atomic<std::uint32_t> key{0};
+  void sleep();                        // until wakeup(); then clears the note
+  bool sleep_for(std::int64_t ns);     // false on timeout; clears the note
+  void wakeup();
+};
+
+// An OS thread.
+struct M {
+  int id = 0;
+  pthread_t thread{};
+  std::atomic<G*> curg{nullptr};       // running goroutine, nullptr on g0 (read by sysmon)
+  P* p = nullptr;                      // attached P
+  P* nextp = nullptr;                  // P handed over by startm
+  P* oldp = nullptr;                   // P left in syscall state by enter_syscall
+  bool spinning = false;               // looking for work (counted in nmspinning)
+  Note park;                           // stopm sleeps here
+  M* link = nullptr;                   // idle M list
+  std::uint64_t rand_state = 0;
+  void* g0_sp = nullptr;               // g0's saved stack pointer while a G runs
+  // What the G that just switched to g0 wants done (see SwitchReason).
+  SwitchReason switch_reason = SwitchReason::park;
+  ParkCommit park_commit = nullptr;
+  void* park_arg = nullptr;
+  // Set by the preemption signal handler on this thread: the P was left in syscall
+  // state for sysmon to hand off; the G must reacquire a P at its next safe point.
+  volatile sig_atomic_t preempt_detached = 0;
+  std::atomic<bool> exited{false};
+  void* sigstack = nullptr;
+  const char* g0_stack_lo = nullptr;   // for ASan's fiber annotations
+  std::size_t g0_stack_size = 0;
+#if defined(GORO_ASAN)
+  void* asan_fake_stack = nullptr;
+#endif
+#if defined(GORO_TSAN)
+  void* tsan_fiber = nullptr;
+#endif
+  void* trace_buffer = nullptr;
+};
+
+// Per-P timer heap (4-ary, by `when`), guarded by `lock`. timer0 mirrors the earliest
+// deadline (0 = none) so other threads can look without the lock.
+struct TimerHeap {
+  Lock lock;
+  std::vector<Timer*> heap;
+  std::atomic<std::int64_t> timer0{0};
+  // The timer whose fire() is running (lock to set, acquire to read), so that
+  // timer_stop can wait for it; and whether some M is running this heap's timers.
+  std::atomic<Timer*> running_timer{nullptr};
+  bool running = false;                // (lock) one M runs a heap's timers at a time
+};
+
+// Counters the tests read to show a mechanism happening. Relaxed: they are statistics.
+struct PStats {
+  std::atomic<std::uint64_t> runnext_runs{0};    // Gs run from runnext
+  std::atomic<std::uint64_t> global_fair{0};     // 1-in-61 global checks that found a G
+  std::atomic<std::uint64_t> global_batches{0};  // batch takes from the global queue
+  std::atomic<std::uint64_t> global_batch_gs{0}; // Gs moved by those batches
+  std::atomic<std::uint64_t> overflows{0};       // ring full: half moved to global
+  std::atomic<std::uint64_t> steals{0};          // successful steals by this P
+  std::atomic<std::uint64_t> stolen_gs{0};       // Gs taken by those steals
+  std::atomic<std::uint64_t> runs{0};            // Gs executed on this P
+};
+
+// A processor: the right to run Gs, with its local run queue.
+struct P {
+  int id = 0;
+  std::atomic<PStatus> status{PStatus::idle};
+  std::atomic<M*> m{nullptr};          // read by sysmon to preempt
+  P* link = nullptr;                   // idle P list
+  RunQueue runq;
+  std::uint32_t schedtick = 0;         // incremented at every schedule (owner only)
+  std::atomic<std::uint32_t> schedtick_pub{0};   // schedtick, published for sysmon
+  std::atomic<std::uint32_t> syscalltick{0};
+  TimerHeap timers;
+  G* gfree = nullptr;                  // dead Gs with default-size stacks (owner only)
+  int gfree_count = 0;
+  std::uint64_t goid_next = 0, goid_end = 0;
+  // sysmon's last observation of this P.
+  std::uint32_t seen_schedtick = 0;
+  std::int64_t seen_schedwhen = 0;
+  std::uint32_t seen_syscalltick = 0;
+  std::int64_t seen_syscallwhen = 0;
+  PStats stats;
+};
+
+// Global scheduler state. `lock` guards the fields marked (lock).
+struct Sched {
+  Lock lock;
+  // Global run queue (lock); size also readable without the lock.
+  G* runq_head = nullptr;
+  G* runq_tail = nullptr;
+  std::atomic<std::int32_t> runq_size{0};
+  // Idle Ps (lock); npidle readable without the lock.
+  P* pidle = nullptr;
+  std::atomic<std::int32_t> npidle{0};
+  // Idle Ms (lock).
+  M* midle = nullptr;
+  int nmidle = 0;
+  std::atomic<std::int32_t> nmspinning{0};
+  std::atomic<std::int32_t> nmsys{0};       // Ms inside a blocking call
+  std::vector<M*> all_m;                    // (lock) every M ever created
+  std::atomic<int> mcount{0};
+  int max_m = 10000;
+
+  int gomaxprocs = 0;
+  std::vector<P*> all_p;
+  std::size_t default_stack = 256 * 1024;
+
+  // Global free Gs with default-size stacks (gfree_lock).
+  Lock gfree_lock;
+  G* gfree = nullptr;
+  int gfree_count = 0;
+  std::vector<G*> all_g_stacks_to_free;     // guarded stacks to free at shutdown
+
+  std::atomic<std::uint64_t> goid_gen{0};
+  std::atomic<std::int64_t> lastpoll{0};    // 0 while an M is blocked in the netpoller
+  std::atomic<std::int64_t> poll_until{0};  // when that blocked poll wakes up by itself
+
+  // sysmon sleeps for good while everything is idle (lock).
+  bool sysmon_wait = false;
+  Note sysmon_note;
+  std::atomic<std::uint64_t> sysmon_wakeups{0};
+  pthread_t sysmon_thread{};
+
+  std::atomic<bool> exiting{false};
+  int exit_code = 0;
+  std::int64_t start_time = 0;
+  std::int64_t schedtrace_ns = 0;
+};
+
+extern Sched sched;
+
+// Current M of this thread; not cached by the compiler across a switch.
+M* this_m() noexcept;
+
+// Scheduler entry points shared by the runtime's files (proc.cpp unless noted).
+void ready_list(G* list, int n);            // make a chain of runnable Gs (netpoll)
+void wakep();
+void handoffp(P* pp);
+void startm(P* pp, bool spinning);
+void globrunqput(G* g);                     // caller holds sched.lock
+void preempt_signal_install();
+void sysmon_wake();                         // caller holds sched.lock
+void sysmon_main();                         // sysmon.cpp
+std::uint32_t fastrand(M* m);
+
+// The syscall protocol (proc.cpp).
+void enter_syscall(bool hand_off_now);
+void exit_syscall();
+void exit_syscall_after_preempt();
+
+// Timers (timer.cpp). run_timers runs this P's expired timers and returns the next
+// deadline (0 if none).
+std::int64_t run_timers(P* pp, std::int64_t now);
+std::int64_t earliest_timer();              // over all Ps, 0 if none
+// Disarms t without waiting for a fire in progress (for timers that are never freed).
+bool timer_stop_nowait(Timer* t);
+
+// Netpoller (netpoll.cpp).
+void netpoll_init();
+void netpoll_shutdown();
+bool netpoll_inited();
+G* netpoll(std::int64_t delay_ns, int* count);  // delay < 0: block; 0: poll
+void netpoll_break();
+bool netpoll_anything_waiting();
+
+}  // namespace goro::detail

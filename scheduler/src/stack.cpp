@@ -1,0 +1,127 @@
+#include "stack.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace goro::detail {
+namespace {
+
+constexpr std::size_t kArenaSlots = 256;
+
+struct Arena {
+  char* base;
+  std::size_t size;
+};
+
+// Guards the arena list and the free-slot cursor. Only taken when a brand new stack is
+// needed (the G free lists serve the common case), so a std::mutex is fine here.
+std::mutex arena_mu;
+std::vector<Arena> arenas;
+char* arena_next = nullptr;    // next unused slot in the newest arena
+char* arena_end = nullptr;
+std::size_t arena_slot_size = 0;
+
+std::atomic<long> guarded_count{0};
+
+long guard_budget() {
+  static const long budget = [] {
+    long max_maps = 65530;
+    if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+      if (std::fscanf(f, "%ld", &max_maps) != 1) max_maps = 65530;
+      std::fclose(f);
+    }
+    if (const char* e = std::getenv("GORO_STACK_GUARDS")) return std::atol(e);
+    return max_maps / 8;
+  }();
+  return budget;
+}
+
+[[noreturn]] void out_of_memory(std::size_t size) {
+  std::fprintf(stderr, "goro: cannot map a goroutine stack of %zu bytes: %s\n", size,
+               std::strerror(errno));
+  std::abort();
+}
+
+char* map_region(std::size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) out_of_memory(size);
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+std::size_t page_size() {
+  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+Stack stack_alloc(std::size_t size, bool default_size) {
+  const std::size_t page = page_size();
+  size = (size + page - 1) & ~(page - 1);
+  Stack s;
+  if (!default_size || guarded_count.load(std::memory_order_relaxed) < guard_budget()) {
+    guarded_count.fetch_add(1, std::memory_order_relaxed);
+    s.map_size = size + page;
+    s.map_base = map_region(s.map_size);
+    if (mprotect(s.map_base, page, PROT_NONE) != 0) out_of_memory(size);
+    s.lo = s.map_base + page;
+    s.hi = s.lo + size;
+    return s;
+  }
+  std::lock_guard<std::mutex> guard(arena_mu);
+  const std::size_t slot = kRedZone + size;
+  if (arena_next == nullptr || arena_next + slot > arena_end || slot != arena_slot_size) {
+    std::size_t bytes = page + slot * kArenaSlots;
+    char* base = map_region(bytes);
+    if (mprotect(base, page, PROT_NONE) != 0) out_of_memory(bytes);
+    arenas.push_back({base, bytes});
+    arena_next = base + page;
+    arena_end = base + bytes;
+    arena_slot_size = slot;
+  }
+  s.arena = true;
+  s.lo = arena_next + kRedZone;
+  s.hi = arena_next + slot;
+  arena_next += slot;
+  return s;
+}
+
+void stack_free(const Stack& s) {
+  if (s.map_base == nullptr) return;
+  munmap(s.map_base, s.map_size);
+  guarded_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void stack_release_all() {
+  std::lock_guard<std::mutex> guard(arena_mu);
+  for (const Arena& a : arenas) munmap(a.base, a.size);
+  arenas.clear();
+  arena_next = arena_end = nullptr;
+}
+
+bool stack_ok(const Stack& s, const void* sp) {
+  const char* p = static_cast<const char*>(sp);
+  if (p < s.lo || p > s.hi) return false;
+  if (!s.arena) return true;
+  // The canary is the top of the red zone: all zero unless something wrote below lo.
+  const auto* words = reinterpret_cast<const std::uint64_t*>(s.lo - kCanaryBytes);
+  std::uint64_t any = 0;
+  for (std::size_t i = 0; i < kCanaryBytes / 8; ++i) any |= words[i];
+  return any == 0;
+}
+
+bool stack_is_guard_fault(const Stack& s, const void* addr) {
+  const char* a = static_cast<const char*>(addr);
+  const std::size_t below = s.arena ? kRedZone : page_size();
+  return a < s.lo && a >= s.lo - below - page_size();
+}
+
+}  // namespace goro::detail

@@ -1,0 +1,61 @@
+// Goroutine stacks.
+//
+// A stack is mmap'd with MAP_NORESERVE and committed lazily by the kernel, so a parked
+// goroutine costs the pages it has touched (usually one), not its virtual size.
+//
+// Overflow detection, and why it has two forms. One mapping plus a guard page per stack
+// costs two kernel VMAs, and the default vm.max_map_count (65,530) would then cap the
+// runtime near 32k goroutines. So:
+//  - guarded stacks: the first max_map_count/8 stacks (about 8k on default settings),
+//    and every stack with a non-default size, get their own mapping with a PROT_NONE
+//    guard page below. An overflow faults on the guard page at once; the SIGSEGV handler
+//    (on an alternate signal stack) prints "goroutine N: stack overflow" and aborts.
+//  - arena stacks: beyond that budget, stacks of the default size are carved from
+//    arenas of 256 slots (one mapping and one guard page per arena). Each slot has a
+//    16 KiB red zone below the usable stack that is never written in correct operation,
+//    so it stays zero and uncommitted. At every switch away from a goroutine the runtime
+//    checks that its stack pointer is inside the stack and that the top of the red zone
+//    is still zero, and aborts with the same message otherwise. An overflow deeper than
+//    the red zone that never switches can reach the slot below; it still faults at the
+//    arena's guard page at the latest. A server keeps its hot goroutines on the pooled,
+//    guarded stacks: stacks are reused, so the budget is only exceeded by programs with
+//    more than ~8k goroutines alive at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace goro::detail {
+
+struct Stack {
+  char* lo = nullptr;          // lowest usable byte
+  char* hi = nullptr;          // one past the highest usable byte
+  char* map_base = nullptr;    // own mapping (guarded stacks) or nullptr (arena slot)
+  std::size_t map_size = 0;
+  bool arena = false;
+  std::size_t size() const { return static_cast<std::size_t>(hi - lo); }
+};
+
+inline constexpr std::size_t kRedZone = 16 * 1024;
+inline constexpr std::size_t kCanaryBytes = 64;
+
+// Allocates a stack of `size` usable bytes (rounded up to pages). `default_size` says
+// whether it may come from an arena. Aborts with a message if memory is exhausted.
+Stack stack_alloc(std::size_t size, bool default_size);
+// Releases a stack's memory (guarded stacks only; arena slots are recycled by the G
+// free lists and released with their arena at shutdown).
+void stack_free(const Stack& s);
+// Releases every arena (runtime shutdown).
+void stack_release_all();
+
+// True if the stack pointer is inside the stack and, for arena stacks, the red zone
+// canary is intact.
+bool stack_ok(const Stack& s, const void* sp);
+
+// Whether addr lies in the guard page or red zone below a stack of this process
+// (used by the SIGSEGV handler to tell an overflow from another fault).
+bool stack_is_guard_fault(const Stack& s, const void* addr);
+
+std::size_t page_size();
+
+}  // namespace goro::detail

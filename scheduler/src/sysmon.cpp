@@ -1,0 +1,301 @@
+// sysmon: the monitor thread. It holds no P and runs no goroutine. Each tick it
+//  - retakes Ps that sat in a blocking call (goro::blocking) for a whole tick while
+//    there is other work, and hands them to another M (handoffp);
+//  - asks goroutines that ran 10 ms without a scheduling point to yield, and, when one
+//    never reaches a safe point, preempts it with a signal (below);
+//  - polls the network if nobody has for 10 ms, so network goroutines are not starved
+//    by CPU-bound ones;
+//  - prints the GORO_SCHEDTRACE line.
+// It wakes every 20 us, doubles its sleep after 50 idle ticks (about 1 ms) up to 10 ms,
+// and sleeps for good while every P is idle and nothing is in a blocking call; the
+// first P to become busy again wakes it (pidleget).
+//
+// Preemption of a goroutine that never calls the runtime: sysmon sends SIGURG to its
+// thread. If the signal lands while the goroutine runs user code (it is not inside a
+// RuntimeScope, so it holds no runtime lock and is not touching its P), the handler
+// moves the P to syscall state — exactly what enter_syscall does — and marks the M
+// "detached". sysmon then hands the P off at once, so the P's other goroutines run on
+// another thread while the hog keeps its own. At its next safe point the hog finds the
+// mark and goes through exit_syscall: it gets a P back or is queued globally. Limits:
+// while a hog runs, the process has one more running thread than GOMAXPROCS (the
+// kernel time-slices them); the hog itself is only descheduled by the kernel, not by
+// goro; a hog that holds a std::mutex keeps holding it; and under TSan, signals are
+// delivered only at the thread's next libc call, so a pure loop is not preempted there.
+
+#include "proc.hpp"
+#include "trace.hpp"
+
+#include <goro/scheduler/detail/introspect.hpp>
+
+#include <signal.h>
+#include <sys/ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace goro::detail {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kPreemptAfter = 10 * kMs;
+constexpr std::int64_t kMinDelay = 20'000;
+constexpr std::int64_t kMaxDelay = 10 * kMs;
+constexpr std::int64_t kPollStarvation = 10 * kMs;
+
+struct sigaction old_segv;
+struct sigaction old_bus;
+
+void preempt_handler(int, siginfo_t*, void*) {
+  int saved = errno;
+  M* m = this_m();
+  if (m != nullptr && !m->preempt_detached) {
+    G* g = m->curg.load(std::memory_order_relaxed);
+    P* pp = m->p;
+    if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
+        g->preempt.load(std::memory_order_relaxed)) {
+      PStatus expected = PStatus::running;
+      if (pp->status.compare_exchange_strong(expected, PStatus::syscall, std::memory_order_seq_cst)) {
+        m->oldp = pp;
+        m->p = nullptr;
+        pp->m.store(nullptr, std::memory_order_relaxed);
+        m->preempt_detached = 1;
+      }
+    }
+  }
+  errno = saved;
+}
+
+void overflow_handler(int sig, siginfo_t* info, void* uctx) {
+  M* m = this_m();
+  G* g = m ? m->curg.load(std::memory_order_relaxed) : nullptr;
+  if (g != nullptr) {
+    auto* uc = static_cast<ucontext_t*>(uctx);
+#if defined(__x86_64__)
+    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.sp);
+#endif
+    const bool sp_below = sp < reinterpret_cast<std::uintptr_t>(g->stack.lo) &&
+                          sp + 1024 * 1024 > reinterpret_cast<std::uintptr_t>(g->stack.lo);
+    if (sp_below || stack_is_guard_fault(g->stack, info->si_addr)) {
+      char buf[96];
+      int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
+                            static_cast<unsigned long long>(g->id));
+      if (write(2, buf, static_cast<std::size_t>(n)) < 0) {}
+      signal(SIGABRT, SIG_DFL);
+      abort();
+    }
+  }
+  // Not an overflow: let the previous handler (or the default action) deal with it
+  // when the faulting instruction runs again.
+  sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
+}
+
+// Asks the G running on pp to yield; if it is in user code, detaches pp (see above)
+// and hands it off. Returns true if pp was handed off.
+bool preemptone(P* pp) {
+  M* m = pp->m.load(std::memory_order_relaxed);
+  if (m == nullptr) return false;
+  G* g = m->curg.load(std::memory_order_relaxed);
+  if (g == nullptr) return false;
+  g->preempt.store(true, std::memory_order_relaxed);
+  trace_event(TraceKind::preempt, g->id, static_cast<std::uint64_t>(pp->id));
+  if (pthread_kill(m->thread, SIGURG) != 0) return false;
+  // The handler runs within microseconds if the G is in user code.
+  const std::int64_t until = nanotime() + kMs;
+  while (nanotime() < until) {
+    if (pp->status.load(std::memory_order_seq_cst) != PStatus::running) break;
+    if (pp->schedtick_pub.load(std::memory_order_relaxed) != pp->seen_schedtick) return false;
+    sched_yield();
+  }
+  PStatus expected = PStatus::syscall;
+  if (!pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst))
+    return false;
+  pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+  handoffp(pp);
+  return true;
+}
+
+int retake(std::int64_t now) {
+  int n = 0;
+  for (P* pp : sched.all_p) {
+    PStatus s = pp->status.load(std::memory_order_seq_cst);
+    if (s == PStatus::running) {
+      std::uint32_t t = pp->schedtick_pub.load(std::memory_order_relaxed);
+      if (pp->seen_schedtick != t) {
+        pp->seen_schedtick = t;
+        pp->seen_schedwhen = now;
+      } else if (pp->seen_schedwhen + kPreemptAfter <= now) {
+        if (preemptone(pp)) n++;
+        pp->seen_schedwhen = now;  // do not ask again at once
+      }
+      continue;
+    }
+    if (s != PStatus::syscall) continue;
+    std::uint32_t t = pp->syscalltick.load(std::memory_order_relaxed);
+    if (pp->seen_syscalltick != t) {
+      pp->seen_syscalltick = t;
+      pp->seen_syscallwhen = now;
+      continue;
+    }
+    // In the same syscall for a whole tick. Retake if it has work, or if nobody else
+    // could pick up new work, or after 10 ms in any case.
+    if (pp->runq.empty() &&
+        sched.nmspinning.load(std::memory_order_relaxed) + sched.npidle.load(std::memory_order_relaxed) > 0 &&
+        pp->seen_syscallwhen + 10 * kMs > now)
+      continue;
+    PStatus expected = PStatus::syscall;
+    if (pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst)) {
+      pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+      n++;
+      handoffp(pp);
+    }
+  }
+  return n;
+}
+
+void schedtrace(std::int64_t now) {
+  sched.lock.lock();
+  int threads = static_cast<int>(sched.all_m.size()) + 1;  // + sysmon
+  int idle_threads = sched.nmidle;
+  int runqueue = sched.runq_size.load(std::memory_order_relaxed);
+  sched.lock.unlock();
+  std::string line = "SCHED " + std::to_string((now - sched.start_time) / kMs) +
+                     "ms: gomaxprocs=" + std::to_string(sched.gomaxprocs) +
+                     " idleprocs=" + std::to_string(sched.npidle.load()) +
+                     " threads=" + std::to_string(threads) +
+                     " spinningthreads=" + std::to_string(sched.nmspinning.load()) +
+                     " idlethreads=" + std::to_string(idle_threads) +
+                     " runqueue=" + std::to_string(runqueue) + " [";
+  for (std::size_t i = 0; i < sched.all_p.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(sched.all_p[i]->runq.size());
+  }
+  line += "]\n";
+  if (write(2, line.data(), line.size()) < 0) {}
+}
+
+}  // namespace
+
+void preempt_signal_install() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  struct sigaction sa{};
+  sa.sa_sigaction = preempt_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGURG, &sa, nullptr);
+  struct sigaction so{};
+  so.sa_sigaction = overflow_handler;
+  so.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&so.sa_mask);
+  sigaction(SIGSEGV, &so, &old_segv);
+  sigaction(SIGBUS, &so, &old_bus);
+}
+
+void sysmon_main() {
+  // sysmon never runs goroutines; keep the preemption signal away from it.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGURG);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  std::int64_t delay = kMinDelay;
+  int idle = 0;
+  std::int64_t next_trace = sched.schedtrace_ns > 0 ? sched.start_time + sched.schedtrace_ns : 0;
+  while (!sched.exiting.load(std::memory_order_acquire)) {
+    if (idle == 0) delay = kMinDelay;
+    else if (idle > 50) delay = std::min(delay * 2, kMaxDelay);
+    std::int64_t sleep_for = delay;
+    if (next_trace != 0) sleep_for = std::min(sleep_for, std::max<std::int64_t>(0, next_trace - nanotime()));
+    sched.sysmon_note.sleep_for(sleep_for);
+    sched.sysmon_wakeups.fetch_add(1, std::memory_order_relaxed);
+    if (sched.exiting.load(std::memory_order_acquire)) break;
+
+    // Everything idle and nothing in a blocking call: sleep until a P gets busy.
+    if (next_trace == 0 && sched.npidle.load(std::memory_order_seq_cst) == sched.gomaxprocs &&
+        sched.nmsys.load(std::memory_order_seq_cst) == 0) {
+      sched.lock.lock();
+      if (sched.npidle.load(std::memory_order_relaxed) == sched.gomaxprocs &&
+          !sched.exiting.load(std::memory_order_relaxed)) {
+        sched.sysmon_wait = true;
+        sched.lock.unlock();
+        sched.sysmon_note.sleep();
+        sched.sysmon_wakeups.fetch_add(1, std::memory_order_relaxed);
+        idle = 0;
+        continue;
+      }
+      sched.lock.unlock();
+    }
+
+    const std::int64_t now = nanotime();
+    // The network, if nobody has polled it for a while.
+    std::int64_t last = sched.lastpoll.load(std::memory_order_seq_cst);
+    if (netpoll_anything_waiting() && last != 0 && last + kPollStarvation < now &&
+        sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_seq_cst)) {
+      int n = 0;
+      if (G* list = netpoll(0, &n)) {
+        ready_list(list, n);
+        idle = 0;
+      }
+    }
+    if (retake(now) != 0) idle = 0;
+    else idle++;
+    if (next_trace != 0 && now >= next_trace) {
+      schedtrace(now);
+      next_trace += sched.schedtrace_ns;
+      if (next_trace < now) next_trace = now + sched.schedtrace_ns;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Introspection for tests and tools (detail/introspect.hpp).
+
+std::vector<ProcStats> proc_stats() {
+  std::vector<ProcStats> out;
+  for (P* pp : sched.all_p) {
+    ProcStats s;
+    s.runnext_runs = pp->stats.runnext_runs.load(std::memory_order_relaxed);
+    s.global_fair = pp->stats.global_fair.load(std::memory_order_relaxed);
+    s.global_batches = pp->stats.global_batches.load(std::memory_order_relaxed);
+    s.global_batch_gs = pp->stats.global_batch_gs.load(std::memory_order_relaxed);
+    s.overflows = pp->stats.overflows.load(std::memory_order_relaxed);
+    s.steals = pp->stats.steals.load(std::memory_order_relaxed);
+    s.stolen_gs = pp->stats.stolen_gs.load(std::memory_order_relaxed);
+    s.runs = pp->stats.runs.load(std::memory_order_relaxed);
+    out.push_back(s);
+  }
+  return out;
+}
+
+int current_p() {
+  RuntimeScope scope;
+  M* m = this_m();
+  return (m && m->p) ? m->p->id : -1;
+}
+
+std::uint32_t local_runq_size() {
+  RuntimeScope scope;
+  M* m = this_m();
+  if (!m || !m->p) return 0;
+  return m->p->runq.size() + (m->p->runq.runnext.load() ? 1 : 0);
+}
+
+int global_runq_size() { return sched.runq_size.load(std::memory_order_relaxed); }
+int spinning_ms() { return sched.nmspinning.load(std::memory_order_relaxed); }
+int idle_ps() { return sched.npidle.load(std::memory_order_relaxed); }
+int thread_count() { return sched.mcount.load(std::memory_order_relaxed); }
+int idle_threads() {
+  sched.lock.lock();
+  int n = sched.nmidle;
+  sched.lock.unlock();
+  return n;
+}
+std::uint64_t sysmon_wakeups() { return sched.sysmon_wakeups.load(std::memory_order_relaxed); }
+
+}  // namespace goro::detail

@@ -1,0 +1,173 @@
+#include "trace.hpp"
+
+#include "proc.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace goro::detail {
+
+std::atomic<bool> trace_enabled{false};
+
+namespace {
+
+struct Event {
+  std::int64_t ts;
+  std::uint64_t gid;
+  std::uint64_t arg;
+  std::int32_t m;
+  std::int32_t p;
+  TraceKind kind;
+  char name[23];
+};
+
+// A ring per M: bounded memory; when full, the oldest events are overwritten.
+constexpr std::size_t kRingEvents = 1 << 16;
+
+struct Ring {
+  std::vector<Event> events = std::vector<Event>(kRingEvents);
+  std::uint64_t next = 0;
+};
+
+std::mutex done_mu;                 // guards done and path
+std::vector<Ring*> done;
+std::string path;
+
+const char* kind_name(TraceKind k) {
+  switch (k) {
+    case TraceKind::g_create: return "create";
+    case TraceKind::g_start: return "start";
+    case TraceKind::g_stop: return "stop";
+    case TraceKind::g_ready: return "ready";
+    case TraceKind::steal: return "steal";
+    case TraceKind::syscall_enter: return "syscall enter";
+    case TraceKind::syscall_exit: return "syscall exit";
+    case TraceKind::handoff: return "handoff";
+    case TraceKind::preempt: return "preempt";
+    case TraceKind::netpoll: return "netpoll";
+    case TraceKind::m_park: return "m park";
+  }
+  return "?";
+}
+
+const char* stop_name(std::uint64_t arg) {
+  switch (static_cast<SwitchReason>(arg & 0xff)) {
+    case SwitchReason::park: return "park";
+    case SwitchReason::yield: return "yield";
+    case SwitchReason::preempt: return "preempted";
+    case SwitchReason::exit: return "exit";
+    case SwitchReason::syscall_no_p: return "syscall exit without P";
+  }
+  return "?";
+}
+
+const char* wait_name(std::uint64_t reason) {
+  static const char* names[] = {"none", "chan send", "chan receive", "select", "select (no cases)",
+                                "sleep", "mutex", "waitgroup", "cond", "once", "io read",
+                                "io write", "syscall exit", "preempted", "other"};
+  return reason < sizeof names / sizeof names[0] ? names[reason] : "?";
+}
+
+}  // namespace
+
+void trace_record(TraceKind kind, std::uint64_t gid, std::uint64_t arg, const char* name) {
+  M* m = this_m();
+  if (m == nullptr) return;  // sysmon and foreign threads are not traced
+  auto* ring = static_cast<Ring*>(m->trace_buffer);
+  if (ring == nullptr) m->trace_buffer = ring = new Ring();
+  Event& e = ring->events[ring->next++ % kRingEvents];
+  e.ts = nanotime();
+  e.gid = gid;
+  e.arg = arg;
+  e.m = m->id;
+  P* pp = m->p ? m->p : m->oldp;
+  e.p = pp ? pp->id : -1;
+  e.kind = kind;
+  e.name[0] = '\0';
+  if (name) {
+    std::strncpy(e.name, name, sizeof e.name - 1);
+    e.name[sizeof e.name - 1] = '\0';
+  }
+}
+
+void trace_init() {
+  const char* file = std::getenv("GORO_TRACE");
+  std::lock_guard<std::mutex> guard(done_mu);
+  path = file ? file : "";
+  trace_enabled.store(!path.empty(), std::memory_order_relaxed);
+}
+
+void trace_flush_m(M* m) {
+  auto* ring = static_cast<Ring*>(m->trace_buffer);
+  if (ring == nullptr) return;
+  m->trace_buffer = nullptr;
+  std::lock_guard<std::mutex> guard(done_mu);
+  done.push_back(ring);
+}
+
+void trace_shutdown() {
+  std::lock_guard<std::mutex> guard(done_mu);
+  trace_enabled.store(false, std::memory_order_relaxed);
+  if (!path.empty()) {
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+      // Metadata: process 1 holds one track per M, process 2 one track per P.
+      std::fprintf(f, "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"Ms (threads)\"}},\n");
+      std::fprintf(f, "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"Ps (processors)\"}}");
+      for (int i = 0; i < sched.gomaxprocs; ++i)
+        std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"P%d\"}}", i, i);
+      const std::int64_t t0 = sched.start_time;
+      for (Ring* ring : done) {
+        std::uint64_t first = ring->next > kRingEvents ? ring->next - kRingEvents : 0;
+        bool named = false;
+        // A G's run is one complete ("X") slice on its M's track and its P's track,
+        // from its start to its stop event.
+        const Event* start = nullptr;
+        for (std::uint64_t i = first; i < ring->next; ++i) {
+          const Event& e = ring->events[i % kRingEvents];
+          if (!named) {
+            std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"M%d\"}}", e.m, e.m);
+            named = true;
+          }
+          const double us = static_cast<double>(e.ts - t0) / 1000.0;
+          const unsigned long long gid = static_cast<unsigned long long>(e.gid);
+          if (e.kind == TraceKind::g_start) {
+            start = &e;
+          } else if (e.kind == TraceKind::g_stop) {
+            if (start == nullptr) continue;  // its start was overwritten
+            const double begin = static_cast<double>(start->ts - t0) / 1000.0;
+            for (int track = 1; track <= 2; ++track) {
+              int tid = track == 1 ? e.m : start->p;
+              if (tid < 0) continue;
+              std::fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"G%llu\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}",
+                           track, tid, begin, us - begin, gid, stop_name(e.arg), wait_name(e.arg >> 8));
+            }
+            start = nullptr;
+          } else {
+            std::fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"name\":\"%s\",\"args\":{\"g\":%llu,\"arg\":%llu,\"p\":%d",
+                         e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg), e.p);
+            if (e.name[0]) {
+              std::fprintf(f, ",\"gname\":\"");
+              for (const char* c = e.name; *c; ++c)
+                if (*c >= 0x20 && *c != '"' && *c != '\\') std::fputc(*c, f);
+              std::fprintf(f, "\"");
+            }
+            std::fprintf(f, "}}");
+          }
+        }
+      }
+      std::fprintf(f, "\n]}\n");
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "goro: cannot write the trace to %s\n", path.c_str());
+    }
+  }
+  for (Ring* r : done) delete r;
+  done.clear();
+}
+
+}  // namespace goro::detail
