@@ -83,6 +83,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -531,6 +532,7 @@ void wakep() {
 // is work or nobody is spinning, else put it on the idle list.
 void handoffp(P* pp) {
   trace_event(TraceKind::handoff, 0, static_cast<std::uint64_t>(pp->id));
+  sched.handoffs.fetch_add(1, std::memory_order_relaxed);
   if (!pp->runq.empty() || sched.runq_size.load(std::memory_order_seq_cst) != 0) {
     startm(pp, false);
     return;
@@ -571,7 +573,7 @@ namespace {
 [[noreturn]] void stack_overflow(G* g) {
   char buf[96];
   int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
-                        static_cast<unsigned long long>(g->id));
+                        static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
   if (write(2, buf, static_cast<std::size_t>(n)) < 0) {}
   std::abort();
 }
@@ -590,13 +592,21 @@ void switch_to_g(M* m, G* g) {
 #endif
 }
 
+// errno lives in thread-local storage and glibc declares __errno_location const, so
+// the compiler may reuse its result across goro_switch — after which the G can be on
+// another thread. Restoring through a function it cannot inline recomputes it.
+__attribute__((noinline)) void restore_errno(int value) {
+  asm volatile("" ::: "memory");
+  errno = value;
+}
+
 // g -> its M's g0, telling g0 why. Returns when some M runs g again.
 void switch_to_g0(G* g, SwitchReason reason) {
   M* m = g->m;
   m->switch_reason = reason;
   g->saved_errno = errno;
   char probe;
-  if (!stack_ok(g->stack, &probe)) stack_overflow(g);
+  if (!stack_ok(g->stack, &probe, reason == SwitchReason::exit)) stack_overflow(g);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(reason == SwitchReason::exit ? nullptr : &g->asan_fake_stack,
                                  m->g0_stack_lo, m->g0_stack_size);
@@ -608,7 +618,7 @@ void switch_to_g0(G* g, SwitchReason reason) {
 #if defined(GORO_ASAN)
   __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
 #endif
-  errno = g->saved_errno;
+  restore_errno(g->saved_errno);
 }
 
 void runtime_exit(int code);
@@ -624,16 +634,19 @@ void g_main(void* arg) {
     g->entry(g->closure);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "goroutine %llu: uncaught exception: %s\n",
-                 static_cast<unsigned long long>(g->id), e.what());
+                 static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)), e.what());
     std::abort();
   } catch (...) {
     std::fprintf(stderr, "goroutine %llu: uncaught exception: (not a std::exception)\n",
-                 static_cast<unsigned long long>(g->id));
+                 static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
     std::abort();
   }
-  g->in_runtime = 1;
-  M* m = this_m();
-  g->m = m;
+  {
+    // A safe point before exiting: if the preemption signal detached our P while the
+    // body ran, get a P back first, so the M never leaves a G with stale syscall state.
+    RuntimeScope scope;
+    g->in_runtime++;
+  }
   switch_to_g0(g, SwitchReason::exit);
   fatal("a dead goroutine was resumed");
 }
@@ -670,7 +683,7 @@ void gfput(P* pp, G* g) {
 }
 
 G* gfget(P* pp) {
-  if (pp && pp->gfree == nullptr && sched.gfree_count > 0) {
+  if (pp && pp->gfree == nullptr && sched.gfree_count.load(std::memory_order_relaxed) > 0) {
     sched.gfree_lock.lock();
     while (pp->gfree_count < 32 && sched.gfree) {
       G* x = sched.gfree;
@@ -740,7 +753,7 @@ G* steal_work(M* m, P* pp, bool* inherit, std::int64_t& now) {
       }
       if (G* g = runqsteal(pp, victim, last)) {
         *inherit = false;
-        trace_event(TraceKind::steal, g->id, static_cast<std::uint64_t>(victim->id));
+        trace_event(TraceKind::steal, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(victim->id));
         return g;
       }
     }
@@ -837,7 +850,7 @@ top:
       GStatus expected = GStatus::waiting;
       if (!g->status.compare_exchange_strong(expected, GStatus::runnable))
         fatal("netpoll readied a goroutine that was not waiting");
-      trace_event(TraceKind::netpoll, g->id, static_cast<std::uint64_t>(n));
+      trace_event(TraceKind::netpoll, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
       return g;
     }
   }
@@ -883,6 +896,9 @@ top:
 
   if ((netpoll_anything_waiting() || poll_until != 0) &&
       sched.lastpoll.exchange(0, std::memory_order_seq_cst) != 0) {
+    // Look at the timers again now that lastpoll == 0 is published: a timer added in
+    // between either is seen here or sees us polling and breaks the poll.
+    poll_until = earliest_timer();
     sched.poll_until.store(poll_until, std::memory_order_seq_cst);
     std::int64_t delay = -1;
     if (poll_until != 0) delay = std::max<std::int64_t>(0, poll_until - nanotime());
@@ -930,13 +946,13 @@ void execute(M* m, G* g, bool inherit) {
       pp->schedtick_pub.store(pp->schedtick, std::memory_order_relaxed);
     }
     pp->stats.runs.fetch_add(1, std::memory_order_relaxed);
-    m->curg.store(g, std::memory_order_relaxed);
+    m->curg.store(g, std::memory_order_release);  // sysmon reads it (acquire)
     g->m = m;
     g->status.store(GStatus::running, std::memory_order_relaxed);
-    trace_event(TraceKind::g_start, g->id, static_cast<std::uint64_t>(pp->id));
+    trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
     switch_to_g(m, g);
     m->curg.store(nullptr, std::memory_order_relaxed);
-    trace_event(TraceKind::g_stop, g->id,
+    trace_event(TraceKind::g_stop, g->id.load(std::memory_order_relaxed),
                 static_cast<std::uint64_t>(m->switch_reason) |
                     (static_cast<std::uint64_t>(g->wait_reason) << 8));
     switch (m->switch_reason) {
@@ -1002,6 +1018,7 @@ void mthread_main(M* m) {
 }
 
 void runtime_exit(int code) {
+  RuntimeScope scope;
   sched.lock.lock();
   sched.exit_code = code;
   sched.exiting.store(true, std::memory_order_seq_cst);
@@ -1023,7 +1040,7 @@ G* current_g() noexcept {
   return m ? m->curg.load(std::memory_order_relaxed) : nullptr;
 }
 
-std::uint64_t g_id(const G* g) noexcept { return g ? g->id : 0; }
+std::uint64_t g_id(const G* g) noexcept { return g ? g->id.load(std::memory_order_relaxed) : 0; }
 
 void park(ParkCommit commit, void* arg, WaitReason reason) {
   G* g = current_g();
@@ -1039,7 +1056,7 @@ void ready(G* g) {
   GStatus expected = GStatus::waiting;
   if (!g->status.compare_exchange_strong(expected, GStatus::runnable, std::memory_order_seq_cst))
     fatal("ready of a goroutine that is not waiting");
-  trace_event(TraceKind::g_ready, g->id, 0);
+  trace_event(TraceKind::g_ready, g->id.load(std::memory_order_relaxed), 0);
   RuntimeScope scope;
   M* m = this_m();
   if (m && m->p) {
@@ -1077,7 +1094,7 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
     allgs.push_back(g);
     allg_lock.unlock();
   }
-  g->id = next_goid(pp);
+  g->id.store(next_goid(pp), std::memory_order_relaxed);
   g->link = nullptr;
   g->m = nullptr;
   g->in_runtime = 0;
@@ -1101,7 +1118,7 @@ void start_g(G* g, void (*entry)(void*)) {
   g->entry = entry;
   g->sp = make_context(g->closure, &g_main, g);
   g->status.store(GStatus::runnable, std::memory_order_relaxed);
-  trace_event(TraceKind::g_create, g->id, 0, g->name);
+  trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
   M* m = this_m();
   if (m && m->p) {
     runqput(m->p, g, true);
@@ -1140,7 +1157,7 @@ void enter_syscall(bool hand_off_now) {
   M* m = this_m();
   G* g = m->curg;
   P* pp = m->p;
-  trace_event(TraceKind::syscall_enter, g->id, static_cast<std::uint64_t>(pp->id));
+  trace_event(TraceKind::syscall_enter, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
   g->status.store(GStatus::syscall, std::memory_order_relaxed);
   m->oldp = pp;
   m->p = nullptr;
@@ -1176,7 +1193,7 @@ void exit_syscall() {
       oldp->m = m;
       oldp->syscalltick.fetch_add(1, std::memory_order_relaxed);
       g->status.store(GStatus::running, std::memory_order_relaxed);
-      trace_event(TraceKind::syscall_exit, g->id, 0);
+      trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 0);
       return;
     }
   }
@@ -1187,11 +1204,11 @@ void exit_syscall() {
   if (pp) {
     acquirep(m, pp);
     g->status.store(GStatus::running, std::memory_order_relaxed);
-    trace_event(TraceKind::syscall_exit, g->id, 1);
+    trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 1);
     return;
   }
   // None: queue the G globally and park this M (it picks up work when woken).
-  trace_event(TraceKind::syscall_exit, g->id, 2);
+  trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 2);
   g->in_runtime++;
   switch_to_g0(g, SwitchReason::syscall_no_p);
   g->in_runtime--;
@@ -1235,14 +1252,9 @@ int resolve_maxprocs(int configured) {
     int n = std::atoi(env);
     if (n > 0) return n;
   }
-  // cgroup v2: "max 100000" or "<quota> <period>".
   std::ifstream f("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  long period = 0;
-  if (f >> quota >> period && quota != "max" && period > 0) {
-    long q = std::atol(quota.c_str());
-    if (q > 0) return static_cast<int>(std::max<long>(1, (q + period - 1) / period));
-  }
+  std::string contents((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (int n = procs_from_cpu_max(contents.c_str()); n > 0) return n;
   unsigned n = std::thread::hardware_concurrency();
   return n > 0 ? static_cast<int>(n) : 1;
 }
@@ -1274,12 +1286,14 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.all_m.clear();
   sched.mcount.store(0);
   sched.gfree = nullptr;
-  sched.gfree_count = 0;
+  sched.gfree_count.store(0);
   sched.goid_gen.store(0);
   sched.exiting.store(false);
   sched.exit_code = 0;
   sched.sysmon_wait = false;
   sched.sysmon_wakeups.store(0);
+  sched.handoffs.store(0);
+  sched.preemptions.store(0);
   sched.gomaxprocs = procs;
   sched.default_stack = std::max<std::size_t>(16 * 1024, (config.stack_size + page - 1) & ~(page - 1));
   sched.start_time = nanotime();

@@ -29,7 +29,7 @@ enum class SwitchReason : std::uint8_t { park, yield, preempt, exit, syscall_no_
 // allocation, recycled together through the per-P and global free lists.
 struct G {
   void* sp = nullptr;                  // saved stack pointer while switched out
-  std::uint64_t id = 0;
+  std::atomic<std::uint64_t> id{0};    // atomic: sysmon may read a G being reused
   std::atomic<GStatus> status{GStatus::idle};
   M* m = nullptr;                      // the M running it (valid while running)
   G* link = nullptr;                   // global run queue / free lists
@@ -162,7 +162,7 @@ struct Sched {
   // Global free Gs with default-size stacks (gfree_lock).
   Lock gfree_lock;
   G* gfree = nullptr;
-  int gfree_count = 0;
+  std::atomic<int> gfree_count{0};          // also read without the lock, as a hint
   std::vector<G*> all_g_stacks_to_free;     // guarded stacks to free at shutdown
 
   std::atomic<std::uint64_t> goid_gen{0};
@@ -174,6 +174,9 @@ struct Sched {
   Note sysmon_note;
   std::atomic<std::uint64_t> sysmon_wakeups{0};
   pthread_t sysmon_thread{};
+
+  std::atomic<std::uint64_t> handoffs{0};
+  std::atomic<std::uint64_t> preemptions{0};
 
   std::atomic<bool> exiting{false};
   int exit_code = 0;

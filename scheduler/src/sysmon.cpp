@@ -33,6 +33,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -83,7 +84,7 @@ void overflow_handler(int sig, siginfo_t* info, void* uctx) {
     if (sp_below || stack_is_guard_fault(g->stack, info->si_addr)) {
       char buf[96];
       int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
-                            static_cast<unsigned long long>(g->id));
+                            static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
       if (write(2, buf, static_cast<std::size_t>(n)) < 0) {}
       signal(SIGABRT, SIG_DFL);
       abort();
@@ -97,12 +98,12 @@ void overflow_handler(int sig, siginfo_t* info, void* uctx) {
 // Asks the G running on pp to yield; if it is in user code, detaches pp (see above)
 // and hands it off. Returns true if pp was handed off.
 bool preemptone(P* pp) {
-  M* m = pp->m.load(std::memory_order_relaxed);
+  M* m = pp->m.load(std::memory_order_acquire);
   if (m == nullptr) return false;
-  G* g = m->curg.load(std::memory_order_relaxed);
+  G* g = m->curg.load(std::memory_order_acquire);
   if (g == nullptr) return false;
   g->preempt.store(true, std::memory_order_relaxed);
-  trace_event(TraceKind::preempt, g->id, static_cast<std::uint64_t>(pp->id));
+  trace_event(TraceKind::preempt, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
   if (pthread_kill(m->thread, SIGURG) != 0) return false;
   // The handler runs within microseconds if the G is in user code.
   const std::int64_t until = nanotime() + kMs;
@@ -115,6 +116,7 @@ bool preemptone(P* pp) {
   if (!pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst))
     return false;
   pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+  sched.preemptions.fetch_add(1, std::memory_order_relaxed);
   handoffp(pp);
   return true;
 }
@@ -297,5 +299,18 @@ int idle_threads() {
   return n;
 }
 std::uint64_t sysmon_wakeups() { return sched.sysmon_wakeups.load(std::memory_order_relaxed); }
+std::uint64_t handoffs() { return sched.handoffs.load(std::memory_order_relaxed); }
+std::uint64_t preemptions() { return sched.preemptions.load(std::memory_order_relaxed); }
+
+int procs_from_cpu_max(const char* contents) {
+  char quota[32] = {};
+  long period = 0;
+  if (std::sscanf(contents, "%31s %ld", quota, &period) != 2) return 0;
+  if (std::strcmp(quota, "max") == 0 || period <= 0) return 0;
+  char* end = nullptr;
+  long q = std::strtol(quota, &end, 10);
+  if (end == quota || *end != '\0' || q <= 0) return 0;
+  return static_cast<int>((q + period - 1) / period);
+}
 
 }  // namespace goro::detail

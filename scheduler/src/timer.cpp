@@ -61,8 +61,10 @@ void remove_at(TimerHeap* th, int i) {
   }
 }
 
+// seq_cst: pairs with the netpoller's exchange of sched.lastpoll (a timer adder reads
+// lastpoll after this store; the poller reads timer0 after its exchange).
 void update_timer0(TimerHeap* th) {
-  th->timer0.store(th->heap.empty() ? 0 : th->heap.front()->when, std::memory_order_release);
+  th->timer0.store(th->heap.empty() ? 0 : th->heap.front()->when, std::memory_order_seq_cst);
 }
 
 }  // namespace
@@ -141,7 +143,7 @@ std::int64_t run_timers(P* pp, std::int64_t now) {
 std::int64_t earliest_timer() {
   std::int64_t best = 0;
   for (P* pp : sched.all_p) {
-    std::int64_t w = pp->timers.timer0.load(std::memory_order_acquire);
+    std::int64_t w = pp->timers.timer0.load(std::memory_order_seq_cst);
     if (w != 0 && (best == 0 || w < best)) best = w;
   }
   return best;

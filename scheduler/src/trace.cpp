@@ -74,17 +74,34 @@ const char* wait_name(std::uint64_t reason) {
 
 }  // namespace
 
+// Threads without an M (sysmon, threads outside the runtime) record into a ring of
+// their own, registered at once so the final write finds it.
+thread_local Ring* foreign_ring = nullptr;
+thread_local unsigned foreign_ring_generation = 0;
+std::atomic<unsigned> generation{0};        // one per traced run
+
 void trace_record(TraceKind kind, std::uint64_t gid, std::uint64_t arg, const char* name) {
   M* m = this_m();
-  if (m == nullptr) return;  // sysmon and foreign threads are not traced
-  auto* ring = static_cast<Ring*>(m->trace_buffer);
-  if (ring == nullptr) m->trace_buffer = ring = new Ring();
+  Ring* ring;
+  if (m == nullptr) {
+    const unsigned gen = generation.load(std::memory_order_relaxed);
+    if (foreign_ring == nullptr || foreign_ring_generation != gen) {
+      foreign_ring = new Ring();
+      foreign_ring_generation = gen;
+      std::lock_guard<std::mutex> guard(done_mu);
+      done.push_back(foreign_ring);
+    }
+    ring = foreign_ring;
+  } else {
+    ring = static_cast<Ring*>(m->trace_buffer);
+    if (ring == nullptr) m->trace_buffer = ring = new Ring();
+  }
   Event& e = ring->events[ring->next++ % kRingEvents];
   e.ts = nanotime();
   e.gid = gid;
   e.arg = arg;
-  e.m = m->id;
-  P* pp = m->p ? m->p : m->oldp;
+  e.m = m ? m->id : -1;
+  P* pp = m ? (m->p ? m->p : m->oldp) : nullptr;
   e.p = pp ? pp->id : -1;
   e.kind = kind;
   e.name[0] = '\0';
@@ -98,6 +115,7 @@ void trace_init() {
   const char* file = std::getenv("GORO_TRACE");
   std::lock_guard<std::mutex> guard(done_mu);
   path = file ? file : "";
+  generation.fetch_add(1, std::memory_order_relaxed);
   trace_enabled.store(!path.empty(), std::memory_order_relaxed);
 }
 
@@ -130,7 +148,10 @@ void trace_shutdown() {
         for (std::uint64_t i = first; i < ring->next; ++i) {
           const Event& e = ring->events[i % kRingEvents];
           if (!named) {
-            std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"M%d\"}}", e.m, e.m);
+            if (e.m >= 0)
+              std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"M%d\"}}", e.m, e.m);
+            else
+              std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"name\":\"thread_name\",\"args\":{\"name\":\"sysmon\"}}");
             named = true;
           }
           const double us = static_cast<double>(e.ts - t0) / 1000.0;
