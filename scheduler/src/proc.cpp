@@ -95,9 +95,10 @@ namespace goro::detail {
 
 Sched sched;
 
+__attribute__((tls_model("initial-exec"))) thread_local M* tls_m = nullptr;  // see this_m()
+
 namespace {
 
-__attribute__((tls_model("initial-exec"))) thread_local M* tls_m = nullptr;
 std::atomic<bool> runtime_running{false};
 
 // Every G ever created, so that shutdown can release their stacks (allg_lock).
@@ -129,12 +130,12 @@ std::int64_t nanotime() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// noinline + a compiler barrier: a G can resume on another thread after any call,
-// so the thread-local must be re-read every time, never cached in a register.
+#if !defined(__x86_64__)
 __attribute__((noinline)) M* this_m() noexcept {
   asm volatile("" ::: "memory");
   return tls_m;
 }
+#endif
 
 void Note::sleep() {
   while (key.load(std::memory_order_acquire) == 0)
@@ -194,6 +195,12 @@ std::uint32_t fastrand(M* m) {
 
 namespace {
 
+// Increments a statistic that only the P's owner writes: a plain load and store, no
+// locked instruction on the hot path (readers may see a slightly old value).
+inline void bump(std::atomic<std::uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 // Moves half of pp's ring plus g to the global queue. Owner only. Fails if a thief
 // took something meanwhile (the caller then retries the fast path).
 bool runqput_slow(P* pp, G* g, std::uint32_t h, std::uint32_t t) {
@@ -206,11 +213,8 @@ bool runqput_slow(P* pp, G* g, std::uint32_t h, std::uint32_t t) {
                                              std::memory_order_relaxed))
     return false;
   batch[n] = g;
-  for (std::uint32_t i = 0; i < n; ++i) batch[i]->link = batch[i + 1];
-  batch[n]->link = nullptr;
   sched.lock.lock();
-  if (sched.runq_tail) sched.runq_tail->link = batch[0]; else sched.runq_head = batch[0];
-  sched.runq_tail = batch[n];
+  for (G* x : batch) sched.runq.push(x);
   sched.runq_size.fetch_add(static_cast<std::int32_t>(n + 1), std::memory_order_seq_cst);
   sched.lock.unlock();
   pp->stats.overflows.fetch_add(1, std::memory_order_relaxed);
@@ -230,7 +234,10 @@ void runqput(P* pp, G* g, bool next) {
     std::uint32_t t = pp->runq.tail.load(std::memory_order_relaxed);
     if (t - h < kRunQueueSize) {
       pp->runq.ring[t % kRunQueueSize].store(g, std::memory_order_relaxed);
-      pp->runq.tail.store(t + 1, std::memory_order_seq_cst);  // StoreLoad with wakep
+      // Release is enough: a G on our own queue is run by us if nobody steals it, so
+      // a wake-up lost to store/load reordering costs parallelism, never progress (as
+      // in Go, whose StoreRel here is a plain store on x86).
+      pp->runq.tail.store(t + 1, std::memory_order_release);
       return;
     }
     if (runqput_slow(pp, g, h, t)) return;
@@ -244,7 +251,7 @@ G* runqget(P* pp, bool* inherit) {
   if (next != nullptr &&
       pp->runq.runnext.compare_exchange_strong(next, nullptr, std::memory_order_acq_rel)) {
     *inherit = true;
-    pp->stats.runnext_runs.fetch_add(1, std::memory_order_relaxed);
+    bump(pp->stats.runnext_runs);
     return next;
   }
   for (;;) {
@@ -307,7 +314,7 @@ G* runqsteal(P* pp, P* victim, bool steal_runnext) {
   n--;
   G* g = pp->runq.ring[(t + n) % kRunQueueSize].load(std::memory_order_relaxed);
   if (n == 0) return g;
-  pp->runq.tail.store(t + n, std::memory_order_seq_cst);
+  pp->runq.tail.store(t + n, std::memory_order_release);
   return g;
 }
 
@@ -317,19 +324,15 @@ G* runqsteal(P* pp, P* victim, bool steal_runnext) {
 // Global run queue, idle Ps and idle Ms. Callers hold sched.lock.
 
 void globrunqput(G* g) {
-  g->link = nullptr;
-  if (sched.runq_tail) sched.runq_tail->link = g; else sched.runq_head = g;
-  sched.runq_tail = g;
+  sched.runq.push(g);
   sched.runq_size.fetch_add(1, std::memory_order_seq_cst);
 }
 
 namespace {
 
 G* globrunqget_one() {
-  G* g = sched.runq_head;
-  if (g == nullptr) return nullptr;
-  sched.runq_head = g->link;
-  if (sched.runq_head == nullptr) sched.runq_tail = nullptr;
+  if (sched.runq.empty()) return nullptr;
+  G* g = sched.runq.pop();
   sched.runq_size.fetch_sub(1, std::memory_order_relaxed);
   return g;
 }
@@ -592,6 +595,24 @@ void switch_to_g(M* m, G* g) {
 #endif
 }
 
+// Runs on a goroutine right after it was switched to: finishes a direct yield of the
+// previous goroutine (see yield), now that its stack is no longer in use.
+inline void after_resume(M* m) {
+  if (G* prev = m->yielded) [[unlikely]] {
+    m->yielded = nullptr;
+    prev->status.store(GStatus::runnable, std::memory_order_relaxed);
+    P* pp = m->p;
+    std::uint32_t h = pp->runq.head.load(std::memory_order_acquire);
+    std::uint32_t t = pp->runq.tail.load(std::memory_order_relaxed);
+    if (t - h < kRunQueueSize) {  // runqput's fast path, inlined
+      pp->runq.ring[t % kRunQueueSize].store(prev, std::memory_order_relaxed);
+      pp->runq.tail.store(t + 1, std::memory_order_release);
+    } else {
+      runqput(pp, prev, false);
+    }
+  }
+}
+
 // errno lives in thread-local storage and glibc declares __errno_location const, so
 // the compiler may reuse its result across goro_switch — after which the G can be on
 // another thread. Restoring through a function it cannot inline recomputes it.
@@ -618,6 +639,7 @@ void switch_to_g0(G* g, SwitchReason reason) {
 #if defined(GORO_ASAN)
   __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
 #endif
+  after_resume(g->m);
   restore_errno(g->saved_errno);
 }
 
@@ -629,6 +651,7 @@ void g_main(void* arg) {
 #if defined(GORO_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
+  after_resume(g->m);
   g->in_runtime = 0;
   try {
     g->entry(g->closure);
@@ -656,8 +679,9 @@ void gfput(P* pp, G* g) {
   g->status.store(GStatus::dead, std::memory_order_relaxed);
   if (g->stack.size() != sched.default_stack) {
     allg_lock.lock();
-    auto it = std::find(allgs.begin(), allgs.end(), g);
-    if (it != allgs.end()) { *it = allgs.back(); allgs.pop_back(); }
+    allgs[g->allg_index] = allgs.back();
+    allgs[g->allg_index]->allg_index = g->allg_index;
+    allgs.pop_back();
     allg_lock.unlock();
 #if defined(GORO_TSAN)
     __tsan_destroy_fiber(g->tsan_fiber);
@@ -666,52 +690,30 @@ void gfput(P* pp, G* g) {
     stack_free(s);
     return;
   }
-  g->link = pp->gfree;
-  pp->gfree = g;
-  if (++pp->gfree_count >= 64) {
+  pp->gfree[pp->gfree_count++] = g;
+  if (pp->gfree_count == 64) {
     sched.gfree_lock.lock();
-    while (pp->gfree_count > 32) {
-      G* x = pp->gfree;
-      pp->gfree = x->link;
-      pp->gfree_count--;
-      x->link = sched.gfree;
-      sched.gfree = x;
-      sched.gfree_count++;
-    }
+    while (pp->gfree_count > 32) sched.gfree.push(pp->gfree[--pp->gfree_count]);
+    sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
     sched.gfree_lock.unlock();
   }
 }
 
 G* gfget(P* pp) {
-  if (pp && pp->gfree == nullptr && sched.gfree_count.load(std::memory_order_relaxed) > 0) {
+  if (pp == nullptr) {
     sched.gfree_lock.lock();
-    while (pp->gfree_count < 32 && sched.gfree) {
-      G* x = sched.gfree;
-      sched.gfree = x->link;
-      sched.gfree_count--;
-      x->link = pp->gfree;
-      pp->gfree = x;
-      pp->gfree_count++;
-    }
-    sched.gfree_lock.unlock();
-  }
-  if (pp && pp->gfree) {
-    G* g = pp->gfree;
-    pp->gfree = g->link;
-    pp->gfree_count--;
-    return g;
-  }
-  if (!pp) {
-    sched.gfree_lock.lock();
-    G* g = sched.gfree;
-    if (g) {
-      sched.gfree = g->link;
-      sched.gfree_count--;
-    }
+    G* g = sched.gfree.empty() ? nullptr : sched.gfree.pop_back();
+    sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
     sched.gfree_lock.unlock();
     return g;
   }
-  return nullptr;
+  if (pp->gfree_count == 0 && sched.gfree_count.load(std::memory_order_relaxed) > 0) {
+    sched.gfree_lock.lock();
+    while (pp->gfree_count < 32 && !sched.gfree.empty()) pp->gfree[pp->gfree_count++] = sched.gfree.pop_back();
+    sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
+    sched.gfree_lock.unlock();
+  }
+  return pp->gfree_count > 0 ? pp->gfree[--pp->gfree_count] : nullptr;
 }
 
 std::uint64_t next_goid(P* pp) {
@@ -945,12 +947,14 @@ void execute(M* m, G* g, bool inherit) {
       pp->schedtick++;
       pp->schedtick_pub.store(pp->schedtick, std::memory_order_relaxed);
     }
-    pp->stats.runs.fetch_add(1, std::memory_order_relaxed);
+    bump(pp->stats.runs);
     m->curg.store(g, std::memory_order_release);  // sysmon reads it (acquire)
     g->m = m;
     g->status.store(GStatus::running, std::memory_order_relaxed);
     trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
     switch_to_g(m, g);
+    g = m->curg.load(std::memory_order_relaxed);  // another G, if g yielded directly
+    pp = m->p;
     m->curg.store(nullptr, std::memory_order_relaxed);
     trace_event(TraceKind::g_stop, g->id.load(std::memory_order_relaxed),
                 static_cast<std::uint64_t>(m->switch_reason) |
@@ -1091,13 +1095,14 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
     g->tsan_fiber = __tsan_create_fiber(0);
 #endif
     allg_lock.lock();
+    g->allg_index = allgs.size();
     allgs.push_back(g);
     allg_lock.unlock();
   }
   g->id.store(next_goid(pp), std::memory_order_relaxed);
   g->link = nullptr;
   g->m = nullptr;
-  g->in_runtime = 0;
+  g->in_runtime = 1;  // not preemptible until g_main has finished switching in
   g->preempt.store(false, std::memory_order_relaxed);
   g->wait_reason = WaitReason::none;
   g->saved_errno = 0;
@@ -1134,6 +1139,9 @@ void start_g(G* g, void (*entry)(void*)) {
 RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
   if (g_ == nullptr) return;
   if (g_->in_runtime++ != 0) return;
+  // The preemption signal handler runs on this thread and reads in_runtime: the
+  // increment must be in place before we look at the P.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   M* m = g_->m;
   if (m->preempt_detached) {
     // The preemption signal left our P for sysmon; get a P back before touching one.
@@ -1147,7 +1155,9 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
 }
 
 RuntimeScope::~RuntimeScope() {
-  if (g_ != nullptr) g_->in_runtime--;
+  if (g_ == nullptr) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  g_->in_runtime--;
 }
 
 // ---------------------------------------------------------------------------------
@@ -1275,7 +1285,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   const std::size_t page = page_size();
 
   // Reset the scheduler state left by a previous run() in this process.
-  sched.runq_head = sched.runq_tail = nullptr;
+  sched.runq.clear();
   sched.runq_size.store(0);
   sched.pidle = nullptr;
   sched.npidle.store(0);
@@ -1285,7 +1295,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.nmsys.store(0);
   sched.all_m.clear();
   sched.mcount.store(0);
-  sched.gfree = nullptr;
+  sched.gfree.clear();
   sched.gfree_count.store(0);
   sched.goid_gen.store(0);
   sched.exiting.store(false);
@@ -1398,10 +1408,56 @@ int run_main(std::function<int()> main_fn, Config config) {
 namespace goro {
 
 void yield() {
-  G* g = current_g();
+  M* m = this_m();
+  G* g = m ? m->curg.load(std::memory_order_relaxed) : nullptr;
   if (g == nullptr) {
     sched_yield();
     return;
+  }
+  // Fast path: switch straight to the next G of the local queue, without a round trip
+  // through g0 — unless this schedule is the 1-in-61 that must look at the global
+  // queue, the tracer is on, or the preemption signal left us without our P. We cannot
+  // queue ourselves before leaving our stack (a thief could resume us while we still
+  // run on it), so the G we switch to does it (after_resume).
+  if (g->in_runtime == 0 && !trace_enabled.load(std::memory_order_relaxed)) {
+    g->in_runtime = 1;  // from here on the preemption signal leaves our P alone
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    P* pp = m->p;
+    bool inherit = false;
+    G* next;
+    // find_runnable looks at the global queue when the current tick is a multiple of
+    // 61; leave those schedules to it.
+    if (!m->preempt_detached &&
+        (pp->schedtick % 61 != 0 || sched.runq_size.load(std::memory_order_relaxed) == 0) &&
+        (next = runqget(pp, &inherit)) != nullptr) {
+      const std::uint32_t tick = pp->schedtick + 1;
+      g->preempt.store(false, std::memory_order_relaxed);  // yielding is what it asked
+      pp->schedtick = tick;
+      pp->schedtick_pub.store(tick, std::memory_order_relaxed);
+      bump(pp->stats.runs);
+      m->yielded = g;
+      m->curg.store(next, std::memory_order_release);
+      next->m = m;
+      next->status.store(GStatus::running, std::memory_order_relaxed);
+      g->saved_errno = errno;
+      char probe;
+      if (!stack_ok(g->stack, &probe, false)) stack_overflow(g);
+#if defined(GORO_ASAN)
+      __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
+#endif
+#if defined(GORO_TSAN)
+      __tsan_switch_to_fiber(next->tsan_fiber, 0);
+#endif
+      goro_switch(&g->sp, next->sp);
+#if defined(GORO_ASAN)
+      __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
+#endif
+      after_resume(g->m);
+      restore_errno(g->saved_errno);
+      g->in_runtime = 0;
+      return;
+    }
+    g->in_runtime = 0;
   }
   RuntimeScope scope;
   switch_to_g0(g, SwitchReason::yield);

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct G {
   std::uint32_t in_runtime = 0;        // RuntimeScope depth: non-zero = not preemptible
   std::atomic<bool> preempt{false};    // sysmon's request to yield at the next safe point
   int saved_errno = 0;
+  std::size_t allg_index = 0;          // position in the runtime's list of all Gs
   char name[32] = {};
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;
@@ -74,6 +76,9 @@ struct M {
   SwitchReason switch_reason = SwitchReason::park;
   ParkCommit park_commit = nullptr;
   void* park_arg = nullptr;
+  // A G that yielded by switching straight to another G (yield's fast path); whoever
+  // resumes on this M puts it on the local queue, once its stack is no longer in use.
+  G* yielded = nullptr;
   // Set by the preemption signal handler on this thread: the P was left in syscall
   // state for sysmon to hand off; the G must reacquire a P at its next safe point.
   volatile sig_atomic_t preempt_detached = 0;
@@ -125,7 +130,7 @@ struct P {
   std::atomic<std::uint32_t> schedtick_pub{0};   // schedtick, published for sysmon
   std::atomic<std::uint32_t> syscalltick{0};
   TimerHeap timers;
-  G* gfree = nullptr;                  // dead Gs with default-size stacks (owner only)
+  G* gfree[64];                        // dead Gs with default-size stacks (owner only)
   int gfree_count = 0;
   std::uint64_t goid_next = 0, goid_end = 0;
   // sysmon's last observation of this P.
@@ -136,12 +141,47 @@ struct P {
   PStats stats;
 };
 
+// A FIFO of G pointers in a growable ring. Used for the global run queue and the
+// global free list instead of a list linked through the Gs: each G sits on its own
+// stack page, so walking links costs a cache and TLB miss per G, while moving a batch
+// of pointers touches none of them. Not thread-safe: its owner's lock guards it.
+class GQueue {
+ public:
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  void push(G* g) {
+    if (size_ == slots_.size()) grow();
+    slots_[(head_ + size_) & (slots_.size() - 1)] = g;
+    size_++;
+  }
+  G* pop() {
+    G* g = slots_[head_];
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    size_--;
+    return g;
+  }
+  G* pop_back() {
+    size_--;
+    return slots_[(head_ + size_) & (slots_.size() - 1)];
+  }
+  void clear() { head_ = size_ = 0; }
+
+ private:
+  void grow() {
+    std::vector<G*> bigger(slots_.empty() ? 256 : slots_.size() * 2);
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = slots_[(head_ + i) & (slots_.size() - 1)];
+    slots_.swap(bigger);
+    head_ = 0;
+  }
+  std::vector<G*> slots_;  // capacity: a power of two
+  std::size_t head_ = 0, size_ = 0;
+};
+
 // Global scheduler state. `lock` guards the fields marked (lock).
 struct Sched {
   Lock lock;
   // Global run queue (lock); size also readable without the lock.
-  G* runq_head = nullptr;
-  G* runq_tail = nullptr;
+  GQueue runq;
   std::atomic<std::int32_t> runq_size{0};
   // Idle Ps (lock); npidle readable without the lock.
   P* pidle = nullptr;
@@ -161,7 +201,7 @@ struct Sched {
 
   // Global free Gs with default-size stacks (gfree_lock).
   Lock gfree_lock;
-  G* gfree = nullptr;
+  GQueue gfree;
   std::atomic<int> gfree_count{0};          // also read without the lock, as a hint
   std::vector<G*> all_g_stacks_to_free;     // guarded stacks to free at shutdown
 
@@ -186,8 +226,21 @@ struct Sched {
 
 extern Sched sched;
 
-// Current M of this thread; not cached by the compiler across a switch.
+// The M of the calling thread. A goroutine can resume on another thread after any
+// switch, and compilers treat the thread pointer as constant within a function, so a
+// plain thread_local read could be served from a register loaded before the switch.
+// On x86-64 an asm volatile load through %fs is re-executed every time; elsewhere a
+// function the compiler cannot inline does the same.
+#if defined(__x86_64__)
+extern __attribute__((tls_model("initial-exec"))) thread_local M* tls_m asm("goro_tls_m");
+inline M* this_m() noexcept {
+  M* m;
+  asm volatile("movq goro_tls_m@gottpoff(%%rip), %0\n\tmovq %%fs:(%0), %0" : "=r"(m) : : "memory");
+  return m;
+}
+#else
 M* this_m() noexcept;
+#endif
 
 // Scheduler entry points shared by the runtime's files (proc.cpp unless noted).
 void ready_list(G* list, int n);            // make a chain of runnable Gs (netpoll)

@@ -107,10 +107,7 @@ void stack_release_all() {
   arena_next = arena_end = nullptr;
 }
 
-bool stack_ok(const Stack& s, const void* sp, bool exiting) {
-  const char* p = static_cast<const char*>(sp);
-  if (p < s.lo || p > s.hi) return false;
-  if (!s.arena || (!exiting && p - s.lo > 8 * 1024)) return true;
+bool stack_canary_ok(const Stack& s) {
   // The canary is the top of the red zone: all zero unless something wrote below lo.
   const auto* words = reinterpret_cast<const std::uint64_t*>(s.lo - kCanaryBytes);
   std::uint64_t any = 0;

@@ -55,7 +55,13 @@ void stack_release_all();
 
 // True if the stack pointer is inside the stack and, for arena stacks where sp is
 // near the bottom or `exiting`, the red zone canary is intact.
-bool stack_ok(const Stack& s, const void* sp, bool exiting);
+bool stack_canary_ok(const Stack& s);
+inline bool stack_ok(const Stack& s, const void* sp, bool exiting) {
+  const char* p = static_cast<const char*>(sp);
+  if (p < s.lo || p > s.hi) return false;
+  if (!s.arena || (!exiting && p - s.lo > 8 * 1024)) return true;
+  return stack_canary_ok(s);
+}
 
 // Whether addr lies in the guard page or red zone below a stack of this process
 // (used by the SIGSEGV handler to tell an overflow from another fault).
