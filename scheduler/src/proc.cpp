@@ -598,7 +598,18 @@ void switch_to_g(M* m, G* g) {
 // Runs on a goroutine right after it was switched to: finishes a direct yield of the
 // previous goroutine (see yield), now that its stack is no longer in use.
 inline void after_resume(M* m) {
-  if (G* prev = m->yielded) [[unlikely]] {
+  if (G* prev = m->parked) {
+    m->parked = nullptr;
+    prev->status.store(GStatus::waiting, std::memory_order_seq_cst);
+    ParkCommit commit = m->park_commit;
+    m->park_commit = nullptr;
+    if (commit && !commit(prev, m->park_arg)) {
+      // The wait was cancelled before it was published: run prev next.
+      prev->status.store(GStatus::runnable, std::memory_order_relaxed);
+      runqput(m->p, prev, true);
+    }
+  }
+  if (G* prev = m->yielded) {
     m->yielded = nullptr;
     prev->status.store(GStatus::runnable, std::memory_order_relaxed);
     P* pp = m->p;
@@ -641,6 +652,45 @@ void switch_to_g0(G* g, SwitchReason reason) {
 #endif
   after_resume(g->m);
   restore_errno(g->saved_errno);
+}
+
+// Fast path of yield and park: picks the next G of the local queue and switches to it
+// directly, without a round trip through g0. Not taken when this schedule is the
+// 1-in-61 that must look at the global queue, when the tracer is on (it records every
+// switch on g0), or when the preemption signal left the M without its P. Returns false
+// if the caller must take the slow path. Precondition: g->in_runtime > 0.
+bool switch_direct(G* g, M* m, G** handoff_slot) {
+  if (m->preempt_detached || trace_enabled.load(std::memory_order_relaxed)) return false;
+  P* pp = m->p;
+  if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) != 0) return false;
+  bool inherit = false;
+  G* next = runqget(pp, &inherit);
+  if (next == nullptr) return false;
+  if (!inherit) {
+    pp->schedtick++;
+    pp->schedtick_pub.store(pp->schedtick, std::memory_order_relaxed);
+  }
+  bump(pp->stats.runs);
+  *handoff_slot = g;
+  m->curg.store(next, std::memory_order_release);
+  next->m = m;
+  next->status.store(GStatus::running, std::memory_order_relaxed);
+  g->saved_errno = errno;
+  char probe;
+  if (!stack_ok(g->stack, &probe, false)) stack_overflow(g);
+#if defined(GORO_ASAN)
+  __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
+#endif
+#if defined(GORO_TSAN)
+  __tsan_switch_to_fiber(next->tsan_fiber, 0);
+#endif
+  goro_switch(&g->sp, next->sp);
+#if defined(GORO_ASAN)
+  __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
+#endif
+  after_resume(g->m);
+  restore_errno(g->saved_errno);
+  return true;
 }
 
 void runtime_exit(int code);
@@ -1053,6 +1103,9 @@ void park(ParkCommit commit, void* arg, WaitReason reason) {
   m->park_commit = commit;
   m->park_arg = arg;
   g->wait_reason = reason;
+  // Callers hold a RuntimeScope (see detail/runtime.hpp); without one the direct path
+  // could race with the preemption signal.
+  if (g->in_runtime > 0 && switch_direct(g, m, &m->parked)) return;
   switch_to_g0(g, SwitchReason::park);
 }
 
@@ -1414,50 +1467,16 @@ void yield() {
     sched_yield();
     return;
   }
-  // Fast path: switch straight to the next G of the local queue, without a round trip
-  // through g0 — unless this schedule is the 1-in-61 that must look at the global
-  // queue, the tracer is on, or the preemption signal left us without our P. We cannot
-  // queue ourselves before leaving our stack (a thief could resume us while we still
-  // run on it), so the G we switch to does it (after_resume).
-  if (g->in_runtime == 0 && !trace_enabled.load(std::memory_order_relaxed)) {
+  // We cannot queue ourselves before leaving our stack (a thief could resume us while
+  // we still run on it): the G we switch to does it (after_resume).
+  if (g->in_runtime == 0) {
     g->in_runtime = 1;  // from here on the preemption signal leaves our P alone
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    P* pp = m->p;
-    bool inherit = false;
-    G* next;
-    // find_runnable looks at the global queue when the current tick is a multiple of
-    // 61; leave those schedules to it.
-    if (!m->preempt_detached &&
-        (pp->schedtick % 61 != 0 || sched.runq_size.load(std::memory_order_relaxed) == 0) &&
-        (next = runqget(pp, &inherit)) != nullptr) {
-      const std::uint32_t tick = pp->schedtick + 1;
-      g->preempt.store(false, std::memory_order_relaxed);  // yielding is what it asked
-      pp->schedtick = tick;
-      pp->schedtick_pub.store(tick, std::memory_order_relaxed);
-      bump(pp->stats.runs);
-      m->yielded = g;
-      m->curg.store(next, std::memory_order_release);
-      next->m = m;
-      next->status.store(GStatus::running, std::memory_order_relaxed);
-      g->saved_errno = errno;
-      char probe;
-      if (!stack_ok(g->stack, &probe, false)) stack_overflow(g);
-#if defined(GORO_ASAN)
-      __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
-#endif
-#if defined(GORO_TSAN)
-      __tsan_switch_to_fiber(next->tsan_fiber, 0);
-#endif
-      goro_switch(&g->sp, next->sp);
-#if defined(GORO_ASAN)
-      __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
-#endif
-      after_resume(g->m);
-      restore_errno(g->saved_errno);
-      g->in_runtime = 0;
-      return;
-    }
+    g->preempt.store(false, std::memory_order_relaxed);  // yielding is what it asks
+    bool done = switch_direct(g, m, &m->yielded);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     g->in_runtime = 0;
+    if (done) return;
   }
   RuntimeScope scope;
   switch_to_g0(g, SwitchReason::yield);

@@ -76,9 +76,11 @@ struct M {
   SwitchReason switch_reason = SwitchReason::park;
   ParkCommit park_commit = nullptr;
   void* park_arg = nullptr;
-  // A G that yielded by switching straight to another G (yield's fast path); whoever
-  // resumes on this M puts it on the local queue, once its stack is no longer in use.
+  // A G that yielded or parked by switching straight to another G (the fast paths of
+  // yield and park); whoever resumes on this M finishes the job — queues it, or runs
+  // its park commit — once its stack is no longer in use.
   G* yielded = nullptr;
+  G* parked = nullptr;
   // Set by the preemption signal handler on this thread: the P was left in syscall
   // state for sysmon to hand off; the G must reacquire a P at its next safe point.
   volatile sig_atomic_t preempt_detached = 0;

@@ -50,12 +50,15 @@ void lock_all(SelectCase* cases, const std::uint16_t* lock_order, int n) noexcep
   }
 }
 
+// Unlocks in reverse lock order and reads nothing after the last unlock. In the park
+// commit this matters (Go's selunlock): the cases live on the parked G's stack, and once
+// the first channel in lock order is unlocked the G may be woken, return from select()
+// and reuse that stack; until then a woken G waits on that lock in lock_all().
 void unlock_all(SelectCase* cases, const std::uint16_t* lock_order, int n) noexcept {
-  ChanBase* previous = nullptr;
-  for (int k = 0; k < n; ++k) {
+  for (int k = n - 1; k >= 0; --k) {
     ChanBase* c = cases[lock_order[k]].chan;
-    if (c != previous) c->lock.unlock();
-    previous = c;
+    if (k > 0 && c == cases[lock_order[k - 1]].chan) continue;  // unlocked at k - 1
+    c->lock.unlock();
   }
 }
 
@@ -71,9 +74,9 @@ struct SelectPark {
 // may pop) the stack frame holding the Timer. A timer firing before the unlock is as
 // harmless as a waker right after it: the G is already parked.
 bool select_commit(G*, void* arg) {
-  auto* p = static_cast<SelectPark*>(arg);
-  if (p->timer != nullptr) timer_start(p->timer);
-  unlock_all(p->cases, p->lock_order, p->n);
+  const SelectPark p = *static_cast<SelectPark*>(arg);
+  if (p.timer != nullptr) timer_start(p.timer);
+  unlock_all(p.cases, p.lock_order, p.n);
   return true;
 }
 
