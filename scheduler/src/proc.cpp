@@ -638,7 +638,7 @@ void switch_to_g0(G* g, SwitchReason reason) {
   m->switch_reason = reason;
   g->saved_errno = errno;
   char probe;
-  if (!stack_ok(g->stack, &probe, reason == SwitchReason::exit)) stack_overflow(g);
+  if (!stack_ok(g->stack, &probe, g->low_water, reason == SwitchReason::exit)) stack_overflow(g);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(reason == SwitchReason::exit ? nullptr : &g->asan_fake_stack,
                                  m->g0_stack_lo, m->g0_stack_size);
@@ -677,7 +677,7 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   next->status.store(GStatus::running, std::memory_order_relaxed);
   g->saved_errno = errno;
   char probe;
-  if (!stack_ok(g->stack, &probe, false)) stack_overflow(g);
+  if (!stack_ok(g->stack, &probe, g->low_water, false)) stack_overflow(g);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
 #endif
@@ -1028,12 +1028,27 @@ void execute(M* m, G* g, bool inherit) {
         runqput(m->p, g, false);
         return;
       case SwitchReason::preempt:
-      case SwitchReason::syscall_no_p:
         g->status.store(GStatus::runnable, std::memory_order_relaxed);
         sched.lock.lock();
         globrunqput(g);
         sched.lock.unlock();
         return;
+      case SwitchReason::syscall_no_p: {
+        // Back from a blocking call without a P. Look for an idle P and queue g under
+        // one hold of the lock: a P released between two separate steps would sit idle
+        // next to a runnable g, with every M asleep (a lost wake-up).
+        sched.lock.lock();
+        P* idle = sched.exiting.load(std::memory_order_relaxed) ? nullptr : pidleget();
+        if (idle == nullptr) {
+          g->status.store(GStatus::runnable, std::memory_order_relaxed);
+          globrunqput(g);
+        }
+        sched.lock.unlock();
+        if (idle == nullptr) return;
+        acquirep(m, idle);
+        inherit = true;
+        continue;
+      }
       case SwitchReason::exit:
         if (m->p) gfput(m->p, g);
         return;
@@ -1155,6 +1170,7 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   g->id.store(next_goid(pp), std::memory_order_relaxed);
   g->link = nullptr;
   g->m = nullptr;
+  g->low_water = g->stack.hi;
   g->in_runtime = 1;  // not preemptible until g_main has finished switching in
   g->preempt.store(false, std::memory_order_relaxed);
   g->wait_reason = WaitReason::none;

@@ -42,6 +42,7 @@ struct G {
   std::atomic<bool> preempt{false};    // sysmon's request to yield at the next safe point
   int saved_errno = 0;
   std::size_t allg_index = 0;          // position in the runtime's list of all Gs
+  const char* low_water = nullptr;     // lowest sp seen at a switch (stack.hpp)
   char name[32] = {};
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;

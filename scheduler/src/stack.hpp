@@ -14,14 +14,16 @@
 //    arenas of 256 slots (one mapping and one guard page per arena). Each slot has a
 //    16 KiB red zone below the usable stack that is never written in correct operation,
 //    so it stays zero and uncommitted. At every switch away from a goroutine the runtime
-//    checks that its stack pointer is inside the stack, and — when the goroutine is
-//    within 8 KiB of the bottom, or exits — that the top of the red zone (the canary) is
-//    still zero; otherwise it aborts with the same message. The canary is not read at
-//    every switch of a shallow goroutine because the first read of an untouched page is
-//    a page fault (measured: 7% of the time to park 200k fresh goroutines); an overflow
-//    that returned from the red zone has only written the goroutine's own red zone, and
-//    is caught when it exits, before the stack is reused. An overflow deeper than the red
-//    zone that never switches can reach the slot below; it still faults at the arena's
+//    checks that its stack pointer is inside the stack and records the lowest one seen
+//    (the low-water mark). It reads the top of the red zone (the canary), which must
+//    still be zero, when the goroutine exits and at every switch once the mark is within
+//    8 KiB of the bottom. Either failure aborts with the same message. The canary is not
+//    read at every switch of a shallow goroutine because the first read of an untouched
+//    page is a page fault (measured: 7% of the time to park 200k fresh goroutines); the
+//    exit check pays that fault once per fresh stack (recycled stacks keep the mapping),
+//    and catches an overflow that came and went between two switches before the stack
+//    is reused. An overflow deeper than the red zone that never switches can reach the
+//    slot below; it still faults at the arena's
 //    guard page at the latest. A server keeps its hot goroutines on the pooled,
 //    guarded stacks: stacks are reused, so the budget is only exceeded by programs with
 //    more than ~8k goroutines alive at once.
@@ -56,10 +58,12 @@ void stack_release_all();
 // True if the stack pointer is inside the stack and, for arena stacks where sp is
 // near the bottom or `exiting`, the red zone canary is intact.
 bool stack_canary_ok(const Stack& s);
-inline bool stack_ok(const Stack& s, const void* sp, bool exiting) {
+// `low_water` is the lowest stack pointer seen at a switch of this goroutine; updated.
+inline bool stack_ok(const Stack& s, const void* sp, const char*& low_water, bool exiting) {
   const char* p = static_cast<const char*>(sp);
   if (p < s.lo || p > s.hi) return false;
-  if (!s.arena || (!exiting && p - s.lo > 8 * 1024)) return true;
+  if (p < low_water) low_water = p;
+  if (!s.arena || (!exiting && low_water - s.lo > 8 * 1024)) return true;
   return stack_canary_ok(s);
 }
 

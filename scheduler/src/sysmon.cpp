@@ -131,7 +131,13 @@ int retake(std::int64_t now) {
         pp->seen_schedtick = t;
         pp->seen_schedwhen = now;
       } else if (pp->seen_schedwhen + kPreemptAfter <= now) {
-        if (preemptone(pp)) n++;
+        // Taking the P from a hog costs a thread wake-up and an extra running thread;
+        // worth it only when something waits for this P: its queue, the global queue,
+        // or one of its timers that is due.
+        std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire);
+        bool waiting = !pp->runq.empty() || sched.runq_size.load(std::memory_order_relaxed) > 0 ||
+                       (t0 != 0 && t0 <= now);
+        if (waiting && preemptone(pp)) n++;
         pp->seen_schedwhen = now;  // do not ask again at once
       }
       continue;
