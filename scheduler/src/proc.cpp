@@ -1001,7 +1001,8 @@ void execute(M* m, G* g, bool inherit) {
     m->curg.store(g, std::memory_order_release);  // sysmon reads it (acquire)
     g->m = m;
     g->status.store(GStatus::running, std::memory_order_relaxed);
-    trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
+    trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id),
+                g->name[0] ? g->name : nullptr);
     switch_to_g(m, g);
     g = m->curg.load(std::memory_order_relaxed);  // another G, if g yielded directly
     pp = m->p;

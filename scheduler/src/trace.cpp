@@ -72,6 +72,13 @@ const char* wait_name(std::uint64_t reason) {
   return reason < sizeof names / sizeof names[0] ? names[reason] : "?";
 }
 
+// Writes a goroutine name inside a JSON string: printable characters only, without
+// quotes or backslashes, so no escaping is needed.
+void write_json_chars(FILE* f, const char* s) {
+  for (const char* c = s; *c; ++c)
+    if (static_cast<unsigned char>(*c) >= 0x20 && *c != '"' && *c != '\\') std::fputc(*c, f);
+}
+
 }  // namespace
 
 // Threads without an M (sysmon, threads outside the runtime) record into a ring of
@@ -164,8 +171,13 @@ void trace_shutdown() {
             for (int track = 1; track <= 2; ++track) {
               int tid = track == 1 ? e.m : start->p;
               if (tid < 0) continue;
-              std::fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"G%llu\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}",
-                           track, tid, begin, us - begin, gid, stop_name(e.arg), wait_name(e.arg >> 8));
+              std::fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"G%llu",
+                           track, tid, begin, us - begin, gid);
+              if (start->name[0]) {
+                std::fputc(' ', f);
+                write_json_chars(f, start->name);
+              }
+              std::fprintf(f, "\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}", stop_name(e.arg), wait_name(e.arg >> 8));
             }
             start = nullptr;
           } else {
@@ -173,8 +185,7 @@ void trace_shutdown() {
                          e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg), e.p);
             if (e.name[0]) {
               std::fprintf(f, ",\"gname\":\"");
-              for (const char* c = e.name; *c; ++c)
-                if (*c >= 0x20 && *c != '"' && *c != '\\') std::fputc(*c, f);
+              write_json_chars(f, e.name);
               std::fprintf(f, "\"");
             }
             std::fprintf(f, "}}");
