@@ -1177,7 +1177,7 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   g->wait_reason = WaitReason::none;
   g->saved_errno = 0;
   std::size_t len = std::min(name.size(), sizeof g->name - 1);
-  std::memcpy(g->name, name.data(), len);
+  if (len != 0) std::memcpy(g->name, name.data(), len);  // data() may be null
   g->name[len] = '\0';
   // The closure goes right below the G, the first frame right below the closure.
   auto top = reinterpret_cast<std::uintptr_t>(g);
