@@ -1,0 +1,77 @@
+// goro::net::Conn — a connected TCP, Unix or UDP socket.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <system_error>
+
+#include <goro/net/addr.hpp>
+#include <goro/net/result.hpp>
+#include <goro/net/stream.hpp>
+
+namespace goro::net {
+
+namespace detail {
+class NetFd;
+}
+
+// Owns its socket; move-only. Made by dial() and Listener::accept().
+//
+// Concurrency as for Stream: one reader, one writer and a closer may run at once.
+// close() wakes parked operations with errc::closed at once; the descriptor itself is
+// closed when the last operation still inside a system call on it returns, so its
+// number is never reused under a running read.
+//
+// The object must outlive every operation on it: destroy it (which closes it) only
+// after the goroutines using it have returned from their calls.
+//
+// Operations on a default-constructed or moved-from Conn fail with
+// std::errc::bad_file_descriptor.
+class Conn final : public Stream {
+ public:
+  Conn() noexcept;
+  explicit Conn(std::unique_ptr<detail::NetFd> fd) noexcept;
+  Conn(Conn&&) noexcept;
+  Conn& operator=(Conn&&) noexcept;
+  ~Conn() override;
+
+  Result<std::size_t> read(void* buf, std::size_t len) override;
+  // Reads exactly len bytes unless the peer ends the stream first; returns the count.
+  Result<std::size_t> read_full(void* buf, std::size_t len);
+  Result<std::size_t> write(const void* buf, std::size_t len) override;
+  Result<std::size_t> writev(const struct iovec* iov, int count) override;
+  std::error_code close() override;
+
+  // Half-close: sends FIN; the peer reads end of stream, this end can still read.
+  std::error_code shutdown_write();
+  // Stops reading: later reads return 0.
+  std::error_code shutdown_read();
+
+  std::error_code set_read_deadline(Deadline d) override;
+  std::error_code set_write_deadline(Deadline d) override;
+  std::error_code set_deadline(Deadline d) override;
+
+  Addr remote_addr() const override;
+  Addr local_addr() const override;
+
+  // The socket descriptor (-1 when not open); for setsockopt and friends.
+  int fd() const noexcept;
+  bool is_open() const noexcept { return fd_ != nullptr; }
+
+  // TCP_NODELAY (on by default for TCP, as in Go): send small writes at once.
+  std::error_code set_nodelay(bool on);
+  // SO_KEEPALIVE, with idle time and probe interval period (TCP_KEEPIDLE/KEEPINTVL).
+  std::error_code set_keepalive(bool on, std::chrono::seconds period = std::chrono::seconds(15));
+  // SO_LINGER as Go's SetLinger: sec < 0 default (graceful close in the background),
+  // 0 discard unsent data and reset the connection on close (RST), > 0 linger.
+  std::error_code set_linger(int sec);
+  // SO_RCVBUF / SO_SNDBUF.
+  std::error_code set_read_buffer(int bytes);
+  std::error_code set_write_buffer(int bytes);
+
+ private:
+  std::unique_ptr<detail::NetFd> fd_;
+};
+
+}  // namespace goro::net

@@ -1,0 +1,12 @@
+// goro::net — sockets on the goro runtime: everything in one include.
+#pragma once
+
+#include <goro/net/addr.hpp>
+#include <goro/net/conn.hpp>
+#include <goro/net/dial.hpp>
+#include <goro/net/errors.hpp>
+#include <goro/net/listener.hpp>
+#include <goro/net/packet_conn.hpp>
+#include <goro/net/result.hpp>
+#include <goro/net/stream.hpp>
+#include <goro/net/tls.hpp>

@@ -1,0 +1,65 @@
+// goro::net::Stream — a byte stream: what Conn (TCP, Unix) and TlsConn have in common,
+// and what the HTTP layer is written against.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstddef>
+#include <system_error>
+
+#include <goro/net/addr.hpp>
+#include <goro/net/result.hpp>
+
+namespace goro::net {
+
+// An absolute point in time on the steady clock. A default-constructed Deadline
+// (the clock's epoch) means "no deadline"; any other time in the past means "already
+// expired": operations fail with errc::timeout at once, until a later deadline is set.
+using Deadline = std::chrono::steady_clock::time_point;
+
+inline constexpr Deadline no_deadline{};
+
+// A deadline d from now.
+inline Deadline deadline_after(std::chrono::nanoseconds d) {
+  return std::chrono::steady_clock::now() + d;
+}
+
+// Concurrency (as Go's net.Conn): one goroutine may read while another writes and a
+// third calls close() or sets deadlines. Two concurrent readers (or writers) are
+// serialised, not interleaved. Every operation parks the calling goroutine, never
+// the thread.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+
+  // Reads up to len bytes into buf. Returns the count (> 0), or 0 at end of stream
+  // (and for len == 0). Blocks until some data, end of stream, the read deadline or close().
+  virtual Result<std::size_t> read(void* buf, std::size_t len) = 0;
+
+  // Writes all len bytes, or fails (then an unknown prefix may have been sent).
+  // Blocks until all is handed to the kernel, the write deadline or close().
+  virtual Result<std::size_t> write(const void* buf, std::size_t len) = 0;
+
+  // Writes all count buffers in order, as one write where possible; all or fail.
+  virtual Result<std::size_t> writev(const struct iovec* iov, int count) = 0;
+
+  // Closes the stream; waiting reads and writes return errc::closed. A second close()
+  // returns errc::closed. Does not wait for them to return.
+  virtual std::error_code close() = 0;
+
+  // Deadlines for future and already waiting reads / writes / both (see Deadline).
+  virtual std::error_code set_read_deadline(Deadline d) = 0;
+  virtual std::error_code set_write_deadline(Deadline d) = 0;
+  virtual std::error_code set_deadline(Deadline d) = 0;
+
+  // The peer's address and this end's address.
+  virtual Addr remote_addr() const = 0;
+  virtual Addr local_addr() const = 0;
+};
+
+// Reads exactly len bytes unless the stream ends first. Returns the count read: len,
+// or less (possibly 0) when the stream ended. Blocks like Stream::read.
+Result<std::size_t> read_full(Stream& s, void* buf, std::size_t len);
+
+}  // namespace goro::net

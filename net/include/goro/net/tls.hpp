@@ -1,0 +1,163 @@
+// goro::net TLS (OpenSSL 3): TlsContext, TlsConn over any Stream, TlsListener.
+//
+//   auto ctx = TlsContext::server({.certificates = {{"cert.pem", "key.pem"}}});
+//   auto ln = tls_listen("tcp", ":8443", *ctx);
+//   for (;;) {
+//     auto c = ln->accept();                 // no handshake yet
+//     goro::go([c = std::move(*c)]() mutable {
+//       char buf[4096];
+//       auto n = c.read(buf, sizeof buf);    // handshakes first, in this goroutine
+//     });
+//   }
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <goro/net/conn.hpp>
+#include <goro/net/listener.hpp>
+#include <goro/net/result.hpp>
+#include <goro/net/stream.hpp>
+
+namespace goro::net {
+
+// A certificate chain and its private key, both PEM files.
+struct TlsCertificate {
+  std::string cert_file;  // leaf first, then intermediates
+  std::string key_file;
+};
+
+struct TlsConfig {
+  // Server: the certificates to present. The one whose names match the client's SNI
+  // is chosen (wildcards allowed); the first is the default.
+  std::vector<TlsCertificate> certificates;
+  // Both: ALPN protocols in order of preference ("h2", "http/1.1"). A server picks its
+  // most preferred one the client offers, and negotiates none if there is no overlap.
+  std::vector<std::string> alpn;
+  // Client: the name sent as SNI and checked against the server's certificate. When
+  // empty, tls_dial uses the host part of the address.
+  std::string server_name;
+  // Client: PEM file of trusted CAs; empty: the system's store.
+  std::string ca_file;
+  // Client: verify the server's certificate chain and name. Off only for tests.
+  bool verify = true;
+};
+
+// Certificates and settings loaded once and shared by many connections; immutable and
+// safe to share between goroutines. TLS 1.2 is the minimum version; OpenSSL 3's
+// default ciphers; compression and renegotiation are disabled.
+class TlsContext {
+ public:
+  struct Impl;
+
+  // Loads the certificates (file I/O in goro::blocking). Fails if none is given, a
+  // file cannot be read or a key does not match its certificate.
+  static Result<std::shared_ptr<TlsContext>> server(const TlsConfig& config);
+  // Loads the trusted CAs (file I/O in goro::blocking).
+  static Result<std::shared_ptr<TlsContext>> client(const TlsConfig& config);
+
+  explicit TlsContext(std::unique_ptr<Impl> impl) noexcept;
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  bool is_server() const noexcept;
+  const TlsConfig& config() const noexcept;
+  Impl& impl() const noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// TLS over an inner Stream (a Conn, or anything else), which it owns; move-only.
+// The handshake runs explicitly with handshake() or implicitly on the first read or
+// write, in the calling goroutine. Concurrency as for Stream: one reader, one writer
+// and a closer at once. Deadlines are those of the inner stream. After a failed write
+// the connection is unusable: later writes return the same error.
+class TlsConn final : public Stream {
+ public:
+  struct Impl;
+
+  // A server side connection on inner, not yet handshaken.
+  static Result<TlsConn> server(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx);
+  // A client side connection on inner, not yet handshaken. server_name (else the
+  // context's) is sent as SNI and verified; with verification on, one is required.
+  static Result<TlsConn> client(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx,
+                                std::string_view server_name = {});
+
+  TlsConn() noexcept;
+  explicit TlsConn(std::unique_ptr<Impl> impl) noexcept;
+  TlsConn(TlsConn&&) noexcept;
+  TlsConn& operator=(TlsConn&&) noexcept;
+  ~TlsConn() override;
+
+  // Runs the handshake if it has not run; returns its result (failures are sticky).
+  // Certificate failures are in x509_category(), protocol failures in tls_category().
+  // Blocks until done, a deadline of the inner stream or close().
+  std::error_code handshake();
+
+  Result<std::size_t> read(void* buf, std::size_t len) override;
+  Result<std::size_t> write(const void* buf, std::size_t len) override;
+  Result<std::size_t> writev(const struct iovec* iov, int count) override;
+  // Sends close_notify (unless a write is in progress or the handshake did not
+  // finish; waits at most 5 s for it), then closes the inner stream.
+  std::error_code close() override;
+
+  std::error_code set_read_deadline(Deadline d) override;
+  std::error_code set_write_deadline(Deadline d) override;
+  std::error_code set_deadline(Deadline d) override;
+  Addr remote_addr() const override;
+  Addr local_addr() const override;
+
+  // After the handshake: the ALPN protocol agreed ("" if none), the SNI name the
+  // client sent ("" if none; on a client, the name it sent), and "TLSv1.3" etc.
+  std::string negotiated_alpn() const;
+  std::string server_name() const;
+  std::string version() const;
+
+  Stream& inner() noexcept;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A Listener whose accept() returns server TlsConns. accept() does not handshake, so
+// a slow or hostile client cannot stall the accept loop: the handshake runs on the
+// connection's first read/write (or handshake()), in the goroutine serving it.
+class TlsListener {
+ public:
+  TlsListener(Listener inner, std::shared_ptr<TlsContext> ctx) noexcept;
+  // Waits for the next TCP connection (as Listener::accept); no handshake.
+  Result<TlsConn> accept();
+  const Addr& addr() const noexcept { return inner_.addr(); }
+  std::error_code close() { return inner_.close(); }
+  std::error_code set_deadline(Deadline d) { return inner_.set_deadline(d); }
+  Listener& inner() noexcept { return inner_; }
+
+ private:
+  Listener inner_;
+  std::shared_ptr<TlsContext> ctx_;
+};
+
+// listen() plus a server context. Blocks only to resolve a host name.
+Result<TlsListener> tls_listen(std::string_view network, std::string_view address,
+                               std::shared_ptr<TlsContext> ctx, ListenOptions options = {});
+
+// dial() then a client handshake; the SNI / verified name is the context's
+// server_name, else the host part of address. timeout bounds dial and handshake.
+// Blocks (parks) until the handshake is done or failed.
+Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
+                         std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout = {});
+
+// Errors of OpenSSL's library ("goro.tls"; messages from ERR_error_string_n) and of
+// certificate verification ("goro.x509"; values are X509_V_ERR_*, e.g. 62 for a host
+// name mismatch).
+const std::error_category& tls_category() noexcept;
+const std::error_category& x509_category() noexcept;
+
+}  // namespace goro::net

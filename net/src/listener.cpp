@@ -1,0 +1,144 @@
+#include <goro/net/listener.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+#include "internal.hpp"
+#include "net_fd.hpp"
+
+namespace goro::net {
+
+namespace {
+
+const std::error_code kNotOpen = std::make_error_code(std::errc::bad_file_descriptor);
+
+// Errors after which accept can succeed later without anyone acting on the listener:
+// the process or system is out of descriptors or kernel memory, or epoll out of
+// watches (ENOSPC from registering the new connection, which is then closed).
+// Compares the category by address and errno values directly, calling nothing on the
+// category object: this runs while the process has no free descriptor, and UBSan's
+// check of a call on a polymorphic object may need one (it reports a false error).
+bool is_exhaustion(std::error_code ec) {
+  if (&ec.category() != &std::system_category()) return false;
+  switch (ec.value()) {
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+    case ENOSPC: return true;
+    default: return false;
+  }
+}
+
+constexpr std::chrono::milliseconds kFirstBackoff{5};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+}  // namespace
+
+Listener::Listener() noexcept = default;
+Listener::Listener(std::unique_ptr<detail::NetFd> fd, Addr addr, ListenOptions options,
+                   bool unlink_on_close) noexcept
+    : fd_(std::move(fd)), addr_(addr), options_(options), unlink_on_close_(unlink_on_close) {}
+Listener::Listener(Listener&& other) noexcept
+    : fd_(std::move(other.fd_)),
+      addr_(other.addr_),
+      options_(other.options_),
+      unlink_on_close_(std::exchange(other.unlink_on_close_, false)) {}
+Listener& Listener::operator=(Listener&& other) noexcept {
+  if (this != &other) {
+    if (fd_) close();
+    fd_ = std::move(other.fd_);
+    addr_ = other.addr_;
+    options_ = other.options_;
+    unlink_on_close_ = std::exchange(other.unlink_on_close_, false);
+  }
+  return *this;
+}
+Listener::~Listener() {
+  if (fd_) close();
+}
+
+Result<Conn> Listener::accept() {
+  if (!fd_) return kNotOpen;
+  std::chrono::milliseconds backoff{0};
+  for (;;) {
+    sockaddr_storage peer;
+    socklen_t peer_len = 0;
+    auto fd = fd_->accept(&peer, &peer_len);
+    std::error_code ec = fd.error();
+    if (fd) {
+      auto conn = std::make_unique<detail::NetFd>(*fd, fd_->family(), fd_->kind());
+      ec = conn->init();  // closes the connection on failure
+      if (!ec) {
+        conn->set_remote_addr(
+            Addr::from_sockaddr(reinterpret_cast<sockaddr*>(&peer), peer_len, fd_->kind()));
+        if (fd_->kind() == Network::tcp) detail::tune_new_tcp(*conn, options_.keep_alive);
+        return Conn(std::move(conn));
+      }
+    }
+    if (!is_exhaustion(ec)) return ec;
+    // Out of descriptors: the connection waits in the kernel's queue until some are
+    // freed. Sleep instead of spinning on an accept that fails at once; log the
+    // episode once. (A close() meanwhile is seen after the current sleep.)
+    if (backoff.count() == 0) {
+      backoff = kFirstBackoff;
+      char reason[128];
+      std::fprintf(stderr,
+                   "goro::net: accept on %s: %s; "
+                   "retrying with backoff (%lld ms doubling to %lld ms)\n",
+                   addr_.to_string().c_str(), ::strerror_r(ec.value(), reason, sizeof reason),
+                   static_cast<long long>(kFirstBackoff.count()),
+                   static_cast<long long>(kMaxBackoff.count()));
+    } else {
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+    std::chrono::nanoseconds nap = backoff;
+    if (std::int64_t deadline = fd_->deadline('r'); deadline != 0) {
+      std::int64_t left = deadline - goro::detail::nanotime();
+      if (left <= 0) return errc::timeout;
+      nap = std::min(nap, std::chrono::nanoseconds(left));
+    }
+    goro::sleep(nap);
+  }
+}
+
+std::error_code Listener::close() {
+  if (!fd_) return kNotOpen;
+  std::error_code ec = fd_->close();
+  if (!ec && unlink_on_close_) {
+    unlink_on_close_ = false;
+    std::string path = addr_.host();
+    goro::blocking([&] { ::unlink(path.c_str()); });
+  }
+  return ec;
+}
+
+std::error_code Listener::set_deadline(Deadline d) {
+  if (!fd_) return kNotOpen;
+  return fd_->set_deadline(d, 'r');
+}
+
+int Listener::fd() const noexcept { return fd_ ? fd_->sysfd() : -1; }
+
+Result<Listener> listen(std::string_view network, std::string_view address,
+                        ListenOptions options) {
+  auto spec = detail::parse_network(network);
+  if (!spec) return spec.error();
+  if (spec->sotype != SOCK_STREAM) return std::errc::protocol_not_supported;
+  auto fd = detail::bind_socket(*spec, address, options.reuse_port, std::max(options.backlog, 0));
+  if (!fd) return fd.error();
+  Addr addr = (*fd)->local_addr();
+  bool unlink_on_close =
+      spec->kind == Network::unix_stream && !address.empty() && address.front() != '@';
+  return Listener(std::move(*fd), addr, options, unlink_on_close);
+}
+
+}  // namespace goro::net

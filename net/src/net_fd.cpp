@@ -1,0 +1,308 @@
+#include "net_fd.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cerrno>
+
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/detail/runtime.hpp>
+
+#include "internal.hpp"
+
+namespace goro::net::detail {
+
+namespace rt = goro::detail;
+
+// Holds a reference (and the read or write lock) for one operation; the last release
+// of a closed NetFd destroys the descriptor.
+class NetFd::OpGuard {
+ public:
+  enum Kind { ref, read, write };
+  OpGuard(NetFd& fd, Kind kind) noexcept : fd_(fd), kind_(kind) {
+    held_ = kind == ref ? fd.mu_.incref() : fd.mu_.rwlock(kind == read);
+  }
+  ~OpGuard() {
+    if (!held_) return;
+    bool last = kind_ == ref ? fd_.mu_.decref() : fd_.mu_.rwunlock(kind_ == read);
+    if (last) fd_.destroy();
+  }
+  OpGuard(const OpGuard&) = delete;
+  OpGuard& operator=(const OpGuard&) = delete;
+  bool held() const noexcept { return held_; }
+
+ private:
+  NetFd& fd_;
+  Kind kind_;
+  bool held_;
+};
+
+NetFd::~NetFd() {
+  // Owners close before destroying; a NetFd whose init() failed is already closed.
+  if (!destroyed_.load(std::memory_order_acquire)) {
+    close();
+  }
+  assert(destroyed_.load(std::memory_order_relaxed));
+}
+
+std::error_code NetFd::init() {
+  pd_ = rt::poll_open(fd_);
+  if (pd_ == nullptr) {
+    std::error_code ec = last_errno();
+    ::close(fd_);
+    fd_ = -1;
+    destroyed_.store(true, std::memory_order_release);
+    return ec;
+  }
+  return {};
+}
+
+std::error_code NetFd::destroy() noexcept {
+  // Unregister before closing, so the number cannot be reused while still in epoll.
+  if (pd_ != nullptr) rt::poll_close(pd_);
+  pd_ = nullptr;
+  int rc = ::close(fd_);
+  destroyed_.store(true, std::memory_order_release);
+  return rc == 0 || errno == EINTR ? std::error_code() : last_errno();
+}
+
+std::error_code NetFd::close() {
+  if (destroyed_.load(std::memory_order_acquire) || !mu_.incref_and_close())
+    return errc::closed;
+  rt::poll_evict(pd_);
+  if (mu_.decref()) return destroy();
+  return {};
+}
+
+std::error_code NetFd::check_deadline(char mode) const noexcept {
+  std::int64_t d = (mode == 'r' ? read_deadline_ : write_deadline_).load(std::memory_order_relaxed);
+  if (d != 0 && rt::nanotime() >= d) return errc::timeout;
+  return {};
+}
+
+std::error_code NetFd::wait(char mode) noexcept {
+  switch (rt::poll_wait(pd_, mode)) {
+    case rt::PollStatus::ready: return {};
+    case rt::PollStatus::timeout: return errc::timeout;
+    case rt::PollStatus::closed: return errc::closed;
+  }
+  return errc::closed;
+}
+
+std::error_code NetFd::set_deadline(Deadline d, char mode) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (!guard.held()) return errc::closed;
+  std::int64_t ns = to_nanotime(d);
+  if (mode == 'r' || mode == 'b') read_deadline_.store(ns, std::memory_order_relaxed);
+  if (mode == 'w' || mode == 'b') write_deadline_.store(ns, std::memory_order_relaxed);
+  rt::poll_set_deadline(pd_, ns, mode);
+  return {};
+}
+
+Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
+  OpGuard guard(*this, OpGuard::read);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('r')) return ec;
+  if (len == 0) return std::size_t{0};
+  for (;;) {
+    ssize_t n = ::read(fd_, buf, len);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto ec = wait('r')) return ec;
+  }
+}
+
+Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
+  OpGuard guard(*this, OpGuard::write);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('w')) return ec;
+  const char* p = static_cast<const char*>(buf);
+  std::size_t done = 0;
+  for (;;) {
+    // len == 0 still makes one call: on a datagram socket it sends an empty datagram.
+    ssize_t n = ::send(fd_, p + done, len - done, MSG_NOSIGNAL);
+    if (n >= 0) {
+      done += static_cast<std::size_t>(n);
+      if (done == len) return done;
+      continue;
+    }
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto ec = wait('w')) return ec;
+  }
+}
+
+Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
+  OpGuard guard(*this, OpGuard::write);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('w')) return ec;
+  // sendmsg consumes a prefix; rebuild a window of at most kBatch iovecs from
+  // (index, offset) after each partial write. The caller's array stays untouched.
+  constexpr int kBatch = 64;
+  std::array<struct iovec, kBatch> window;
+  std::size_t done = 0;
+  int index = 0;
+  std::size_t offset = 0;
+  for (;;) {
+    while (index < count && offset == iov[index].iov_len) {
+      ++index;
+      offset = 0;
+    }
+    if (index == count) return done;
+    int n = 0;
+    for (int i = index; i < count && n < kBatch; ++i) {
+      std::size_t skip = i == index ? offset : 0;
+      if (iov[i].iov_len == skip) continue;
+      window[n].iov_base = static_cast<char*>(iov[i].iov_base) + skip;
+      window[n].iov_len = iov[i].iov_len - skip;
+      ++n;
+    }
+    struct msghdr msg = {};
+    msg.msg_iov = window.data();
+    msg.msg_iovlen = static_cast<std::size_t>(n);
+    ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e != EAGAIN) return errno_code(e);
+      if (auto ec = wait('w')) return ec;
+      continue;
+    }
+    done += static_cast<std::size_t>(w);
+    std::size_t left = static_cast<std::size_t>(w);
+    while (left > 0) {
+      std::size_t room = iov[index].iov_len - offset;
+      if (left < room) {
+        offset += left;
+        break;
+      }
+      left -= room;
+      ++index;
+      offset = 0;
+    }
+  }
+}
+
+Result<std::size_t> NetFd::read_from(void* buf, std::size_t len, Addr* from) {
+  OpGuard guard(*this, OpGuard::read);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('r')) return ec;
+  for (;;) {
+    sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    ssize_t n = ::recvfrom(fd_, buf, len, 0, reinterpret_cast<sockaddr*>(&ss), &sl);
+    if (n >= 0) {
+      *from = Addr::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), sl, kind_);
+      return static_cast<std::size_t>(n);
+    }
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto ec = wait('r')) return ec;
+  }
+}
+
+Result<std::size_t> NetFd::write_to(const void* buf, std::size_t len, const Addr& to) {
+  OpGuard guard(*this, OpGuard::write);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('w')) return ec;
+  // An IPv4 destination on a dual-stack IPv6 socket goes as its v4-mapped form.
+  const Addr dest = family_ == AF_INET6 ? to.to_v6_mapped() : to;
+  for (;;) {
+    ssize_t n = ::sendto(fd_, buf, len, MSG_NOSIGNAL, dest.sockaddr_ptr(), dest.size());
+    if (n >= 0) return static_cast<std::size_t>(n);
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto ec = wait('w')) return ec;
+  }
+}
+
+Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
+  OpGuard guard(*this, OpGuard::read);
+  if (!guard.held()) return errc::closed;
+  if (auto ec = check_deadline('r')) return ec;
+  for (;;) {
+    *peer_len = sizeof *peer;
+    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(peer), peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    int e = errno;
+    // A connection reset while queued is the peer's business, not the listener's.
+    if (e == EINTR || e == ECONNABORTED) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto ec = wait('r')) return ec;
+  }
+}
+
+std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
+  OpGuard guard(*this, OpGuard::write);
+  if (!guard.held()) return errc::closed;
+  if (::connect(fd_, addr.sockaddr_ptr(), addr.size()) == 0) return {};
+  int e = errno;
+  if (e == EISCONN) return {};
+  // An interrupted connect goes on asynchronously, like one in progress.
+  if (e != EINPROGRESS && e != EALREADY && e != EINTR) return errno_code(e);
+  if (deadline != 0) {
+    if (rt::nanotime() >= deadline) return errc::timeout;
+    rt::poll_set_deadline(pd_, deadline, 'w');
+  }
+  std::error_code result;
+  for (;;) {
+    if (auto ec = wait('w')) {
+      result = ec;
+      break;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+      result = last_errno();
+      break;
+    }
+    if (err == EINPROGRESS || err == EALREADY || err == EINTR) continue;
+    if (err == EISCONN) break;
+    if (err != 0) {
+      result = errno_code(err);
+      break;
+    }
+    // The poller may wake us spuriously (Go issues 14548, 19289): make sure.
+    sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) break;
+  }
+  if (deadline != 0) rt::poll_set_deadline(pd_, 0, 'w');
+  return result;
+}
+
+std::error_code NetFd::shutdown(int how) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (!guard.held()) return errc::closed;
+  if (::shutdown(fd_, how) != 0) return last_errno();
+  return {};
+}
+
+std::error_code NetFd::set_option(int level, int name, const void* value, socklen_t len) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (!guard.held()) return errc::closed;
+  if (::setsockopt(fd_, level, name, value, len) != 0) return last_errno();
+  return {};
+}
+
+Addr NetFd::local_addr() const {
+  // Const for callers; the reference count is bookkeeping, not state.
+  NetFd& self = const_cast<NetFd&>(*this);
+  OpGuard guard(self, OpGuard::ref);
+  if (!guard.held()) return Addr();
+  sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) return Addr();
+  return Addr::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), sl, kind_);
+}
+
+}  // namespace goro::net::detail

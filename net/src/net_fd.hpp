@@ -1,0 +1,92 @@
+// NetFd: one non-blocking socket registered with the runtime's netpoller — Go's netFD
+// and internal/poll.FD in one. Conn, Listener and PacketConn are thin owners of one.
+// Internal to goro::net.
+//
+// Every operation takes a reference through the FdMutex (reads and accepts also the
+// read lock, writes the write lock, which is what keeps at most one goroutine per mode
+// in poll_wait, as the netpoller requires). close() marks the FdMutex closed and evicts
+// the poll descriptor, waking parked operations with errc::closed; the last reference
+// to go (perhaps a read just returning from the kernel) unregisters and closes the
+// descriptor.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <system_error>
+
+#include <goro/net/addr.hpp>
+#include <goro/net/result.hpp>
+#include <goro/net/stream.hpp>
+#include <goro/scheduler/detail/netpoll.hpp>
+
+#include "fd_mutex.hpp"
+
+namespace goro::net::detail {
+
+class NetFd {
+ public:
+  // Takes ownership of fd, a non-blocking socket of kind and family. Call init() next.
+  NetFd(int fd, int family, Network kind) noexcept : fd_(fd), family_(family), kind_(kind) {}
+  // Precondition: closed (close() returned) and no operation running.
+  ~NetFd();
+  NetFd(const NetFd&) = delete;
+  NetFd& operator=(const NetFd&) = delete;
+
+  // Registers with the netpoller. On failure the descriptor is closed.
+  std::error_code init();
+
+  Result<std::size_t> read(void* buf, std::size_t len);
+  Result<std::size_t> write(const void* buf, std::size_t len);
+  Result<std::size_t> writev(const struct iovec* iov, int count);
+  Result<std::size_t> read_from(void* buf, std::size_t len, Addr* from);
+  Result<std::size_t> write_to(const void* buf, std::size_t len, const Addr& to);
+  // Returns a new non-blocking, close-on-exec descriptor; the peer's address in *peer.
+  Result<int> accept(sockaddr_storage* peer, socklen_t* peer_len);
+  // Connects to addr, waiting at most until deadline (nanotime, 0: none).
+  std::error_code connect(const Addr& addr, std::int64_t deadline);
+
+  std::error_code close();
+  std::error_code shutdown(int how);
+  // mode: 'r', 'w' or 'b'.
+  std::error_code set_deadline(Deadline d, char mode);
+  std::error_code set_option(int level, int name, const void* value, socklen_t len);
+  std::error_code set_option(int level, int name, int value) {
+    return set_option(level, name, &value, sizeof value);
+  }
+
+  // The deadline of mode 'r' or 'w' as nanotime (0: none).
+  std::int64_t deadline(char mode) const noexcept {
+    return (mode == 'r' ? read_deadline_ : write_deadline_).load(std::memory_order_relaxed);
+  }
+
+  Addr local_addr() const;
+  const Addr& remote_addr() const noexcept { return remote_; }
+  void set_remote_addr(const Addr& a) noexcept { remote_ = a; }
+  int sysfd() const noexcept { return fd_; }
+  Network kind() const noexcept { return kind_; }
+  int family() const noexcept { return family_; }
+
+ private:
+  class OpGuard;
+  // errc::timeout if mode's deadline has passed (Go fails then even with data ready).
+  std::error_code check_deadline(char mode) const noexcept;
+  // Parks until fd may be ready for mode; maps timeout and close to errors.
+  std::error_code wait(char mode) noexcept;
+  std::error_code destroy() noexcept;
+
+  FdMutex mu_;
+  int fd_;
+  int family_;
+  Network kind_;
+  goro::detail::PollDesc* pd_ = nullptr;
+  std::atomic<std::int64_t> read_deadline_{0};  // nanotime, 0: none; mirrors the pd's
+  std::atomic<std::int64_t> write_deadline_{0};
+  std::atomic<bool> destroyed_{false};
+  Addr remote_;
+};
+
+}  // namespace goro::net::detail

@@ -1,0 +1,709 @@
+// TLS on OpenSSL 3 over any goro::net::Stream.
+//
+// OpenSSL never touches the inner stream. Its BIO is a pair of memory queues owned by
+// the connection: ciphertext received (in_) and ciphertext to send (out_). An SSL call
+// that needs more input fails with WANT_READ; the caller then reads the inner stream
+// (parking its goroutine as any read does) into in_ and retries. Output is queued in
+// out_ and written to the inner stream by whoever holds the write lock. So no SSL call
+// ever parks, and the SSL object can sit under a short lock (ssl_mu) while a reader and
+// a writer use the connection at once: the reader parks in the inner read without
+// holding ssl_mu, the writer in the inner write.
+//
+// Locks (a goroutine takes them in this order): hs_mu (the handshake), read_mu (one
+// reader; guards read_buf), write_mu (one writer; guards send_buf, write_error),
+// ssl_mu (the SSL object, in_, out_, in_eof; held only around SSL calls and queue
+// operations, never across a park). OpenSSL's error queue is per thread and a goroutine
+// may change threads when it parks, so errors are read right after the SSL call,
+// under ssl_mu.
+#include <goro/net/tls.hpp>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <goro/net/dial.hpp>
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/detail/runtime.hpp>
+#include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+#include "internal.hpp"
+
+namespace goro::net {
+
+// ---------------------------------------------------------------------------------
+// Error categories
+
+namespace {
+
+class TlsCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "goro.tls"; }
+  std::string message(int value) const override {
+    const char* reason = ERR_reason_error_string(static_cast<unsigned long>(value));
+    const char* lib = ERR_lib_error_string(static_cast<unsigned long>(value));
+    std::string s = lib ? lib : "TLS";
+    s += ": ";
+    s += reason ? reason : ("error " + std::to_string(value));
+    return s;
+  }
+};
+
+class X509Category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "goro.x509"; }
+  std::string message(int value) const override {
+    return std::string("certificate verification failed: ") + X509_verify_cert_error_string(value);
+  }
+};
+
+// The oldest error of this thread's OpenSSL error queue (then clears it), or `fallback`.
+std::error_code take_openssl_error(std::error_code fallback) {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return fallback;
+  if (ERR_SYSTEM_ERROR(e)) return detail::errno_code(static_cast<int>(ERR_GET_REASON(e)));
+  return std::error_code(static_cast<int>(e & 0x7fffffffUL), tls_category());
+}
+
+const std::error_code kNoMemory = std::make_error_code(std::errc::not_enough_memory);
+const std::error_code kInvalid = std::make_error_code(std::errc::invalid_argument);
+
+}  // namespace
+
+const std::error_category& tls_category() noexcept {
+  static const TlsCategory category;
+  return category;
+}
+
+const std::error_category& x509_category() noexcept {
+  static const X509Category category;
+  return category;
+}
+
+// ---------------------------------------------------------------------------------
+// TlsContext
+
+struct TlsContext::Impl {
+  TlsConfig config;
+  bool server = false;
+  std::vector<SSL_CTX*> ctxs;  // server: one per certificate, [0] the default
+  std::vector<unsigned char> alpn_wire;  // ALPN list, each name prefixed by its length
+
+  ~Impl() {
+    for (SSL_CTX* c : ctxs) SSL_CTX_free(c);
+  }
+};
+
+namespace {
+
+std::vector<unsigned char> alpn_wire(const std::vector<std::string>& protocols) {
+  std::vector<unsigned char> wire;
+  for (const std::string& p : protocols) {
+    if (p.empty() || p.size() > 255) continue;
+    wire.push_back(static_cast<unsigned char>(p.size()));
+    wire.insert(wire.end(), p.begin(), p.end());
+  }
+  return wire;
+}
+
+// Server: the protocol of ours, in our order of preference, that the client offered.
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void* arg) {
+  auto* impl = static_cast<TlsContext::Impl*>(arg);
+  if (impl->alpn_wire.empty()) return SSL_TLSEXT_ERR_NOACK;
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, impl->alpn_wire.data(),
+                            static_cast<unsigned>(impl->alpn_wire.size()), in,
+                            inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_NOACK;
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+// Server: switches to the certificate whose names match the SNI host name.
+int select_certificate(SSL* ssl, int*, void* arg) {
+  auto* impl = static_cast<TlsContext::Impl*>(arg);
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (name == nullptr) return SSL_TLSEXT_ERR_NOACK;
+  for (SSL_CTX* c : impl->ctxs) {
+    X509* leaf = SSL_CTX_get0_certificate(c);
+    if (leaf != nullptr && X509_check_host(leaf, name, 0, 0, nullptr) == 1) {
+      if (c != impl->ctxs.front()) SSL_set_SSL_CTX(ssl, c);
+      return SSL_TLSEXT_ERR_OK;
+    }
+  }
+  return SSL_TLSEXT_ERR_OK;  // no match: the default certificate
+}
+
+SSL_CTX* new_ctx(bool server) {
+  SSL_CTX* c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  if (c == nullptr) return nullptr;
+  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+  // IGNORE_UNEXPECTED_EOF: an EOF without close_notify ends a read (see docs/net.md).
+  uint64_t options =
+      SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
+  if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+  SSL_CTX_set_options(c, options);
+  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);  // idle connections keep no record buffers
+  return c;
+}
+
+}  // namespace
+
+TlsContext::TlsContext(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+TlsContext::~TlsContext() = default;
+bool TlsContext::is_server() const noexcept { return impl_->server; }
+const TlsConfig& TlsContext::config() const noexcept { return impl_->config; }
+
+Result<std::shared_ptr<TlsContext>> TlsContext::server(const TlsConfig& config) {
+  if (config.certificates.empty()) return std::errc::invalid_argument;
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->server = true;
+  impl->alpn_wire = alpn_wire(config.alpn);
+  // Reading PEM files may block on the disk.
+  std::error_code ec = goro::blocking([&]() -> std::error_code {
+    ERR_clear_error();
+    for (const TlsCertificate& cert : config.certificates) {
+      SSL_CTX* c = new_ctx(true);
+      if (c == nullptr) return take_openssl_error(kNoMemory);
+      impl->ctxs.push_back(c);
+      if (SSL_CTX_use_certificate_chain_file(c, cert.cert_file.c_str()) != 1 ||
+          SSL_CTX_use_PrivateKey_file(c, cert.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+          SSL_CTX_check_private_key(c) != 1)
+        return take_openssl_error(kInvalid);
+    }
+    return {};
+  });
+  if (ec) return ec;
+  for (SSL_CTX* c : impl->ctxs) SSL_CTX_set_alpn_select_cb(c, select_alpn, impl.get());
+  SSL_CTX_set_tlsext_servername_callback(impl->ctxs.front(), select_certificate);
+  SSL_CTX_set_tlsext_servername_arg(impl->ctxs.front(), impl.get());
+  return std::make_shared<TlsContext>(std::move(impl));
+}
+
+Result<std::shared_ptr<TlsContext>> TlsContext::client(const TlsConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->server = false;
+  impl->alpn_wire = alpn_wire(config.alpn);
+  std::error_code ec = goro::blocking([&]() -> std::error_code {
+    ERR_clear_error();
+    SSL_CTX* c = new_ctx(false);
+    if (c == nullptr) return take_openssl_error(kNoMemory);
+    impl->ctxs.push_back(c);
+    if (config.verify) {
+      SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
+      int ok = config.ca_file.empty()
+                   ? SSL_CTX_set_default_verify_paths(c)
+                   : SSL_CTX_load_verify_locations(c, config.ca_file.c_str(), nullptr);
+      if (ok != 1) return take_openssl_error(kInvalid);
+    } else {
+      SSL_CTX_set_verify(c, SSL_VERIFY_NONE, nullptr);
+    }
+    // SSL_CTX_set_alpn_protos returns 0 on success.
+    if (!impl->alpn_wire.empty() &&
+        SSL_CTX_set_alpn_protos(c, impl->alpn_wire.data(),
+                                static_cast<unsigned>(impl->alpn_wire.size())) != 0)
+      return take_openssl_error(kInvalid);
+    return {};
+  });
+  if (ec) return ec;
+  return std::make_shared<TlsContext>(std::move(impl));
+}
+
+// ---------------------------------------------------------------------------------
+// TlsConn
+
+struct TlsConn::Impl {
+  std::unique_ptr<Stream> inner;
+  std::shared_ptr<TlsContext> ctx;
+  std::string sent_server_name;  // client: the SNI name sent
+  SSL* ssl = nullptr;
+
+  goro::Mutex hs_mu;
+  goro::Mutex read_mu;
+  goro::Mutex write_mu;
+  goro::Mutex ssl_mu;
+
+  // Guarded by ssl_mu.
+  std::vector<unsigned char> in;  // ciphertext received, from in_pos on not yet consumed
+  std::size_t in_pos = 0;
+  bool in_eof = false;
+  std::vector<unsigned char> out;  // ciphertext to send
+
+  std::vector<unsigned char> read_buf;  // guarded by read_mu
+  std::vector<unsigned char> send_buf;  // guarded by write_mu
+  std::error_code write_error;          // guarded by write_mu; sticky
+
+  std::atomic<bool> handshake_done{false};
+  std::error_code handshake_error;  // written under hs_mu before handshake_done
+  std::atomic<bool> closed{false};
+
+  ~Impl() {
+    if (ssl != nullptr) SSL_free(ssl);
+  }
+
+  std::error_code handshake();
+  std::error_code fill();
+  std::error_code flush();  // caller holds write_mu
+  std::error_code encrypt(const void* data, std::size_t len);  // caller holds write_mu
+  std::error_code ssl_failure(int ret, bool in_handshake);  // caller holds ssl_mu
+};
+
+namespace {
+
+constexpr std::size_t kReadChunk = 16 * 1024 + 512;  // a full record and its overhead
+constexpr std::size_t kFlushThreshold = 64 * 1024;
+
+using ImplT = TlsConn::Impl;
+
+int bio_write(BIO* bio, const char* data, int len) {
+  auto* c = static_cast<ImplT*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  c->out.insert(c->out.end(), data, data + len);
+  return len;
+}
+
+int bio_read(BIO* bio, char* data, int len) {
+  auto* c = static_cast<ImplT*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  std::size_t avail = c->in.size() - c->in_pos;
+  if (avail == 0) {
+    if (c->in_eof) return 0;
+    BIO_set_retry_read(bio);
+    return -1;
+  }
+  std::size_t n = std::min(avail, static_cast<std::size_t>(len));
+  std::memcpy(data, c->in.data() + c->in_pos, n);
+  c->in_pos += n;
+  if (c->in_pos == c->in.size()) {
+    c->in.clear();
+    c->in_pos = 0;
+  }
+  return static_cast<int>(n);
+}
+
+long bio_ctrl(BIO* bio, int cmd, long, void*) {
+  auto* c = static_cast<ImplT*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;  // out_ is sent by the write path
+    case BIO_CTRL_EOF: return c->in_eof && c->in_pos == c->in.size() ? 1 : 0;
+    case BIO_CTRL_PENDING: return static_cast<long>(c->in.size() - c->in_pos);
+    case BIO_CTRL_WPENDING: return static_cast<long>(c->out.size());
+    default: return 0;
+  }
+}
+
+int bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+int bio_destroy(BIO*) { return 1; }
+
+const BIO_METHOD* queue_bio_method() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "goro queue");
+    BIO_meth_set_write(m, bio_write);
+    BIO_meth_set_read(m, bio_read);
+    BIO_meth_set_ctrl(m, bio_ctrl);
+    BIO_meth_set_create(m, bio_create);
+    BIO_meth_set_destroy(m, bio_destroy);
+    return m;
+  }();
+  return method;
+}
+
+const std::error_code kNotOpen = std::make_error_code(std::errc::bad_file_descriptor);
+
+}  // namespace
+
+std::error_code TlsConn::Impl::ssl_failure(int ret, bool in_handshake) {
+  int err = SSL_get_error(ssl, ret);
+  if (err == SSL_ERROR_ZERO_RETURN) {
+    ERR_clear_error();
+    return std::make_error_code(std::errc::connection_aborted);
+  }
+  if (in_handshake) {
+    long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      ERR_clear_error();
+      return std::error_code(static_cast<int>(verify), x509_category());
+    }
+  }
+  // SSL_ERROR_SYSCALL with an empty queue: the peer closed in the middle.
+  return take_openssl_error(std::make_error_code(std::errc::connection_aborted));
+}
+
+std::error_code TlsConn::Impl::fill() {
+  if (read_buf.size() < kReadChunk) read_buf.resize(kReadChunk);
+  auto n = inner->read(read_buf.data(), read_buf.size());
+  if (!n) return n.error();
+  std::lock_guard lock(ssl_mu);
+  if (*n == 0) {
+    in_eof = true;
+    return {};
+  }
+  if (in_pos > 0 && in_pos == in.size()) {
+    in.clear();
+    in_pos = 0;
+  }
+  in.insert(in.end(), read_buf.data(), read_buf.data() + *n);
+  return {};
+}
+
+std::error_code TlsConn::Impl::flush() {
+  if (write_error) return write_error;
+  for (;;) {
+    {
+      std::lock_guard lock(ssl_mu);
+      if (out.empty()) return {};
+      send_buf.swap(out);
+    }
+    auto n = inner->write(send_buf.data(), send_buf.size());
+    send_buf.clear();
+    if (!n) {
+      write_error = n.error();
+      return write_error;
+    }
+  }
+}
+
+std::error_code TlsConn::Impl::encrypt(const void* data, std::size_t len) {
+  while (len > 0) {
+    std::size_t written = 0;
+    std::error_code ec;
+    {
+      std::lock_guard lock(ssl_mu);
+      ERR_clear_error();
+      int r = SSL_write_ex(ssl, data, len, &written);
+      if (r != 1) ec = ssl_failure(r, false);
+    }
+    if (ec) {
+      write_error = ec;
+      return ec;
+    }
+    data = static_cast<const char*>(data) + written;
+    len -= written;
+    bool full;
+    {
+      std::lock_guard lock(ssl_mu);
+      full = out.size() >= kFlushThreshold;
+    }
+    if (full) {
+      if (auto e = flush()) return e;
+    }
+  }
+  return {};
+}
+
+std::error_code TlsConn::Impl::handshake() {
+  if (handshake_done.load(std::memory_order_acquire)) return handshake_error;
+  std::lock_guard hs(hs_mu);
+  if (handshake_done.load(std::memory_order_acquire)) return handshake_error;
+  std::error_code result;
+  {
+    std::lock_guard rd(read_mu);
+    for (;;) {
+      if (closed.load(std::memory_order_relaxed)) {
+        result = errc::closed;
+        break;
+      }
+      int r;
+      int err = SSL_ERROR_NONE;
+      std::error_code ec;
+      {
+        std::lock_guard lock(ssl_mu);
+        ERR_clear_error();
+        r = SSL_do_handshake(ssl);
+        if (r != 1) {
+          err = SSL_get_error(ssl, r);
+          if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) ec = ssl_failure(r, true);
+        }
+      }
+      std::error_code sent;
+      {
+        std::lock_guard wr(write_mu);
+        sent = flush();  // our flight, or the alert that explains a failure
+      }
+      if (ec) {
+        result = ec;
+        break;
+      }
+      if (sent) {
+        result = sent;
+        break;
+      }
+      if (r == 1) break;
+      if (err == SSL_ERROR_WANT_READ) {
+        if (auto e = fill()) {
+          result = e;
+          break;
+        }
+      }
+    }
+  }
+  handshake_error = result;
+  handshake_done.store(true, std::memory_order_release);
+  return result;
+}
+
+Result<TlsConn> TlsConn::server(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx) {
+  if (!inner || !ctx || !ctx->is_server()) return std::errc::invalid_argument;
+  auto impl = std::make_unique<Impl>();
+  impl->inner = std::move(inner);
+  impl->ctx = std::move(ctx);
+  impl->ssl = SSL_new(impl->ctx->impl().ctxs.front());
+  if (impl->ssl == nullptr) return take_openssl_error(kNoMemory);
+  BIO* bio = BIO_new(queue_bio_method());
+  if (bio == nullptr) return take_openssl_error(kNoMemory);
+  BIO_set_data(bio, impl.get());
+  SSL_set_bio(impl->ssl, bio, bio);
+  SSL_set_accept_state(impl->ssl);
+  return TlsConn(std::move(impl));
+}
+
+Result<TlsConn> TlsConn::client(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx,
+                                std::string_view server_name) {
+  if (!inner || !ctx || ctx->is_server()) return std::errc::invalid_argument;
+  std::string name(server_name.empty() ? std::string_view(ctx->config().server_name) : server_name);
+  if (ctx->config().verify && name.empty()) return std::errc::invalid_argument;
+  auto impl = std::make_unique<Impl>();
+  impl->inner = std::move(inner);
+  impl->ctx = std::move(ctx);
+  impl->ssl = SSL_new(impl->ctx->impl().ctxs.front());
+  if (impl->ssl == nullptr) return take_openssl_error(kNoMemory);
+  BIO* bio = BIO_new(queue_bio_method());
+  if (bio == nullptr) return take_openssl_error(kNoMemory);
+  BIO_set_data(bio, impl.get());
+  SSL_set_bio(impl->ssl, bio, bio);
+  SSL_set_connect_state(impl->ssl);
+  if (!name.empty()) {
+    bool is_ip = detail::parse_ip(name, 0, Network::ip).ok();
+    // SNI carries host names only (RFC 6066); an IP is checked against the IP SANs.
+    if (!is_ip) {
+      SSL_set_tlsext_host_name(impl->ssl, name.c_str());
+      impl->sent_server_name = name;
+    }
+    if (impl->ctx->config().verify) {
+      SSL_set_hostflags(impl->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(impl->ssl), name.c_str())
+                     : SSL_set1_host(impl->ssl, name.c_str());
+      if (ok != 1) return take_openssl_error(kInvalid);
+    }
+  }
+  return TlsConn(std::move(impl));
+}
+
+TlsConn::TlsConn() noexcept = default;
+TlsConn::TlsConn(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+TlsConn::TlsConn(TlsConn&&) noexcept = default;
+TlsConn& TlsConn::operator=(TlsConn&& other) noexcept {
+  if (this != &other) {
+    if (impl_) close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+TlsConn::~TlsConn() {
+  if (impl_ && !impl_->closed.load(std::memory_order_relaxed)) close();
+}
+
+std::error_code TlsConn::handshake() {
+  if (!impl_) return kNotOpen;
+  return impl_->handshake();
+}
+
+Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
+  if (!impl_) return kNotOpen;
+  Impl& c = *impl_;
+  if (auto ec = c.handshake()) return ec;
+  std::lock_guard rd(c.read_mu);
+  if (len == 0) return std::size_t{0};
+  for (;;) {
+    if (c.closed.load(std::memory_order_relaxed)) return errc::closed;
+    std::size_t n = 0;
+    int err = SSL_ERROR_NONE;
+    std::error_code ec;
+    bool have_output;
+    {
+      std::lock_guard lock(c.ssl_mu);
+      ERR_clear_error();
+      int r = SSL_read_ex(c.ssl, buf, len, &n);
+      if (r != 1) {
+        err = SSL_get_error(c.ssl, r);
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE &&
+            err != SSL_ERROR_ZERO_RETURN)
+          ec = c.ssl_failure(r, false);
+        ERR_clear_error();
+      }
+      have_output = !c.out.empty();
+    }
+    if (have_output) {
+      // A post-handshake message that needs an answer (a TLS 1.3 KeyUpdate): send it
+      // in order with the writer's records, as Go's crypto/tls does. A failure is
+      // sticky (write_error) and reported by the next write; data read is still returned.
+      std::lock_guard wr(c.write_mu);
+      std::error_code sent = c.flush();
+      if (sent && n == 0) return sent;
+    }
+    if (n > 0) return n;
+    if (ec) return ec;
+    if (err == SSL_ERROR_ZERO_RETURN) return std::size_t{0};
+    if (err == SSL_ERROR_WANT_READ) {
+      if (auto e = c.fill()) return e;
+    }
+  }
+}
+
+Result<std::size_t> TlsConn::write(const void* buf, std::size_t len) {
+  struct iovec iov = {const_cast<void*>(buf), len};
+  return writev(&iov, 1);
+}
+
+Result<std::size_t> TlsConn::writev(const struct iovec* iov, int count) {
+  if (!impl_) return kNotOpen;
+  Impl& c = *impl_;
+  if (auto ec = c.handshake()) return ec;
+  std::lock_guard wr(c.write_mu);
+  if (c.closed.load(std::memory_order_relaxed)) return errc::closed;
+  if (c.write_error) return c.write_error;
+  // Small buffers are gathered into records of up to 16 KiB rather than one record each.
+  constexpr std::size_t kRecord = 16 * 1024;
+  std::vector<unsigned char> gather;
+  std::size_t total = 0;
+  for (int i = 0; i < count; ++i) {
+    const auto* p = static_cast<const unsigned char*>(iov[i].iov_base);
+    std::size_t len = iov[i].iov_len;
+    total += len;
+    if (gather.size() + len <= kRecord) {
+      gather.insert(gather.end(), p, p + len);
+      continue;
+    }
+    if (!gather.empty()) {
+      if (auto ec = c.encrypt(gather.data(), gather.size())) return ec;
+      gather.clear();
+    }
+    if (len >= kRecord) {
+      if (auto ec = c.encrypt(p, len)) return ec;
+    } else {
+      gather.assign(p, p + len);
+    }
+  }
+  if (!gather.empty()) {
+    if (auto ec = c.encrypt(gather.data(), gather.size())) return ec;
+  }
+  if (auto ec = c.flush()) return ec;
+  return total;
+}
+
+std::error_code TlsConn::close() {
+  if (!impl_) return kNotOpen;
+  Impl& c = *impl_;
+  if (c.closed.exchange(true, std::memory_order_acq_rel)) return errc::closed;
+  // close_notify only when nobody is writing: a close() racing a write is taken as a
+  // way to break the write, as in Go; waiting for the writer could take forever.
+  if (c.handshake_done.load(std::memory_order_acquire) && !c.handshake_error &&
+      c.write_mu.try_lock()) {
+    if (!c.write_error) {
+      {
+        std::lock_guard lock(c.ssl_mu);
+        ERR_clear_error();
+        SSL_shutdown(c.ssl);
+        ERR_clear_error();
+      }
+      (void)c.inner->set_write_deadline(deadline_after(std::chrono::seconds(5)));
+      (void)c.flush();
+    }
+    c.write_mu.unlock();
+  }
+  return c.inner->close();
+}
+
+std::error_code TlsConn::set_read_deadline(Deadline d) {
+  return impl_ ? impl_->inner->set_read_deadline(d) : kNotOpen;
+}
+std::error_code TlsConn::set_write_deadline(Deadline d) {
+  return impl_ ? impl_->inner->set_write_deadline(d) : kNotOpen;
+}
+std::error_code TlsConn::set_deadline(Deadline d) {
+  return impl_ ? impl_->inner->set_deadline(d) : kNotOpen;
+}
+Addr TlsConn::remote_addr() const { return impl_ ? impl_->inner->remote_addr() : Addr(); }
+Addr TlsConn::local_addr() const { return impl_ ? impl_->inner->local_addr() : Addr(); }
+Stream& TlsConn::inner() noexcept { return *impl_->inner; }
+
+std::string TlsConn::negotiated_alpn() const {
+  if (!impl_) return {};
+  std::lock_guard lock(impl_->ssl_mu);
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(impl_->ssl, &data, &len);
+  return data ? std::string(reinterpret_cast<const char*>(data), len) : std::string();
+}
+
+std::string TlsConn::server_name() const {
+  if (!impl_) return {};
+  if (!impl_->ctx->is_server()) return impl_->sent_server_name;
+  std::lock_guard lock(impl_->ssl_mu);
+  const char* name = SSL_get_servername(impl_->ssl, TLSEXT_NAMETYPE_host_name);
+  return name ? name : "";
+}
+
+std::string TlsConn::version() const {
+  if (!impl_) return {};
+  std::lock_guard lock(impl_->ssl_mu);
+  return SSL_get_version(impl_->ssl);
+}
+
+// ---------------------------------------------------------------------------------
+// Listener and dial
+
+TlsListener::TlsListener(Listener inner, std::shared_ptr<TlsContext> ctx) noexcept
+    : inner_(std::move(inner)), ctx_(std::move(ctx)) {}
+
+Result<TlsConn> TlsListener::accept() {
+  auto conn = inner_.accept();
+  if (!conn) return conn.error();
+  return TlsConn::server(std::make_unique<Conn>(std::move(*conn)), ctx_);
+}
+
+Result<TlsListener> tls_listen(std::string_view network, std::string_view address,
+                               std::shared_ptr<TlsContext> ctx, ListenOptions options) {
+  if (!ctx || !ctx->is_server()) return std::errc::invalid_argument;
+  auto ln = listen(network, address, options);
+  if (!ln) return ln.error();
+  return TlsListener(std::move(*ln), std::move(ctx));
+}
+
+Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
+                         std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout) {
+  if (!ctx || ctx->is_server()) return std::errc::invalid_argument;
+  Deadline deadline = timeout.count() > 0 ? deadline_after(timeout) : no_deadline;
+  std::string_view name = ctx->config().server_name;
+  if (name.empty()) {
+    auto parts = split_host_port(address);
+    if (!parts) return parts.error();
+    name = parts->first;
+  }
+  auto conn = dial(network, address, timeout);
+  if (!conn) return conn.error();
+  if (deadline != no_deadline) (void)conn->set_deadline(deadline);
+  auto tls = TlsConn::client(std::make_unique<Conn>(std::move(*conn)), std::move(ctx), name);
+  if (!tls) return tls.error();
+  if (auto ec = tls->handshake()) return ec;
+  if (deadline != no_deadline) (void)tls->set_deadline(no_deadline);
+  return tls;
+}
+
+}  // namespace goro::net
