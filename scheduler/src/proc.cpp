@@ -10,17 +10,18 @@
 //      spinning and syscall hand-off) and parked when idle.
 //
 // Finding work (find_runnable), in order:
+//   0. this P's due timers (checked first, as Go does: DESIGN.md lists them fourth, but
+//      a P whose local queue never drains would then never fire them);
 //   1. every 61st schedule tick of a P, one G from the global queue (fairness: a P
 //      whose local queue never empties still serves the global queue);
 //   2. the P's runnext slot, then its local ring;
 //   3. the global queue: a batch of min(len/GOMAXPROCS + 1, len, 128) moves to the ring;
-//   4. this P's expired timers;
-//   5. stealing, if this M is already spinning or fewer than half of the busy Ps have
+//   4. stealing, if this M is already spinning or fewer than half of the busy Ps have
 //      spinning Ms: 4 passes over the other Ps in random order (random start, stride
 //      coprime with GOMAXPROCS), taking half of a victim's ring; on the last pass also
 //      the victim's runnext and the expired timers of other Ps;
-//   6. the global queue once more;
-//   7. the netpoller, without blocking;
+//   5. the global queue once more;
+//   6. the netpoller, without blocking;
 //   then the M gives up its P and, if no other M is already blocked there, blocks in
 //   epoll_wait with the earliest timer as timeout; otherwise it parks on its note.
 //
@@ -69,6 +70,7 @@
 #include <goro/scheduler/detail/introspect.hpp>
 #include <goro/scheduler/runtime.hpp>
 
+#include <cxxabi.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -413,6 +415,12 @@ void mthread_main(M* m);
 
 void setup_thread(M* m) {
   tls_m = m;
+  // Threads started from sysmon inherit its signal mask, which blocks the preemption
+  // signal: every M must receive it.
+  sigset_t preempt_signal;
+  sigemptyset(&preempt_signal);
+  sigaddset(&preempt_signal, SIGURG);
+  pthread_sigmask(SIG_UNBLOCK, &preempt_signal, nullptr);
   m->rand_state = (static_cast<std::uint64_t>(m->id) + 1) * 0x9E3779B97F4A7C15ULL ^
                   static_cast<std::uint64_t>(nanotime());
   if (m->rand_state == 0) m->rand_state = 1;
@@ -581,8 +589,18 @@ namespace {
   std::abort();
 }
 
+// Exchanges the thread's C++ exception state (EhState) for the entering context's.
+// noinline for the same reason as restore_errno: __cxa_get_globals is declared const
+// and returns thread-local memory.
+__attribute__((noinline)) void eh_swap(EhState* leaving, const EhState* entering) {
+  auto* globals = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
+  *leaving = *globals;
+  *globals = *entering;
+}
+
 // g0 -> g. Returns when g switches back to g0.
 void switch_to_g(M* m, G* g) {
+  eh_swap(&m->g0_eh, &g->eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(&m->asan_fake_stack, g->stack.lo, g->stack.size());
 #endif
@@ -639,6 +657,7 @@ void switch_to_g0(G* g, SwitchReason reason) {
   g->saved_errno = errno;
   char probe;
   if (!stack_ok(g->stack, &probe, g->low_water, reason == SwitchReason::exit)) stack_overflow(g);
+  eh_swap(&g->eh, &m->g0_eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(reason == SwitchReason::exit ? nullptr : &g->asan_fake_stack,
                                  m->g0_stack_lo, m->g0_stack_size);
@@ -663,6 +682,10 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   if (m->preempt_detached || trace_enabled.load(std::memory_order_relaxed)) return false;
   P* pp = m->p;
   if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) != 0) return false;
+  // Due timers are run by find_runnable; look every 8th schedule (a clock read).
+  if (std::int64_t t0 = pp->timers.timer0.load(std::memory_order_relaxed);
+      t0 != 0 && (pp->schedtick & 7) == 0 && t0 <= nanotime())
+    return false;
   bool inherit = false;
   G* next = runqget(pp, &inherit);
   if (next == nullptr) return false;
@@ -678,6 +701,7 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   g->saved_errno = errno;
   char probe;
   if (!stack_ok(g->stack, &probe, g->low_water, false)) stack_overflow(g);
+  eh_swap(&g->eh, &next->eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
 #endif
@@ -854,6 +878,14 @@ top:
   std::int64_t now = 0;
   *inherit = false;
 
+  // 0. This P's due timers first, as Go does (DESIGN.md lists them fourth): a P whose
+  // local queue never drains — a goroutine that keeps yielding — would otherwise
+  // never fire them. Costs a clock read only when a timer is pending.
+  if (std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire); t0 != 0) {
+    now = nanotime();
+    if (t0 <= now) run_timers(pp, now);
+  }
+
   // 1. Fairness: a P whose local queue never drains still serves the global queue.
   if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) > 0) {
     sched.lock.lock();
@@ -873,27 +905,21 @@ top:
     sched.lock.unlock();
     if (g) return g;
   }
-  // 4. This P's timers.
-  if (pp->timers.timer0.load(std::memory_order_acquire) != 0) {
-    now = nanotime();
-    run_timers(pp, now);
-    if (G* g = runqget(pp, inherit)) return g;
-  }
-  // 5. Steal, with a bounded number of spinning Ms.
+  // 4. Steal, with a bounded number of spinning Ms.
   const int procs = sched.gomaxprocs;
   if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_relaxed) <
                          procs - sched.npidle.load(std::memory_order_relaxed)) {
     if (!m->spinning) become_spinning(m);
     if (G* g = steal_work(m, pp, inherit, now)) return g;
   }
-  // 6. The global queue once more.
+  // 5. The global queue once more.
   if (sched.runq_size.load(std::memory_order_relaxed) > 0) {
     sched.lock.lock();
     G* g = globrunqget(pp, 0);
     sched.lock.unlock();
     if (g) return g;
   }
-  // 7. The netpoller, without blocking.
+  // 6. The netpoller, without blocking.
   if (netpoll_anything_waiting() && sched.lastpoll.load(std::memory_order_relaxed) != 0) {
     int n = 0;
     if (G* list = netpoll(0, &n)) {
@@ -959,6 +985,7 @@ top:
     if (sched.runq_size.load(std::memory_order_seq_cst) != 0) delay = 0;
     int n = 0;
     G* list = netpoll(delay, &n);
+    if (list) trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
     sched.poll_until.store(0, std::memory_order_seq_cst);
     sched.lastpoll.store(nanotime(), std::memory_order_seq_cst);
     sched.lock.lock();
@@ -1154,6 +1181,10 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   if (want < 16 * 1024) want = 16 * 1024;
   G* g = nullptr;
   if (want == sched.default_stack) g = gfget(pp);
+#if defined(GORO_ASAN)
+  // The previous goroutine on this stack may have left poisoned shadow behind.
+  if (g) __asan_unpoison_memory_region(g->stack.lo, static_cast<std::size_t>(reinterpret_cast<char*>(g) - g->stack.lo));
+#endif
   if (g == nullptr) {
     Stack s = stack_alloc(want, want == sched.default_stack);
     void* top = s.hi - sizeof(G);
@@ -1172,11 +1203,14 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   g->link = nullptr;
   g->m = nullptr;
   g->low_water = g->stack.hi;
+  g->eh = EhState{};
   g->in_runtime = 1;  // not preemptible until g_main has finished switching in
   g->preempt.store(false, std::memory_order_relaxed);
   g->wait_reason = WaitReason::none;
   g->saved_errno = 0;
   std::size_t len = std::min(name.size(), sizeof g->name - 1);
+  // Never cut a UTF-8 character in two (the tracer writes names into JSON).
+  while (len < name.size() && len > 0 && (static_cast<unsigned char>(name[len]) & 0xC0) == 0x80) len--;
   if (len != 0) std::memcpy(g->name, name.data(), len);  // data() may be null
   g->name[len] = '\0';
   // The closure goes right below the G, the first frame right below the closure.
@@ -1296,6 +1330,8 @@ void exit_syscall() {
 
 void exit_syscall_after_preempt() {
   sched.nmsys.fetch_add(1, std::memory_order_relaxed);  // balanced by exit_syscall
+  M* m = this_m();
+  if (m->oldp) m->oldp->detached_by_signal.store(false, std::memory_order_release);
   exit_syscall();
 }
 

@@ -26,6 +26,15 @@ enum class PStatus : std::uint32_t { idle, running, syscall };
 // What the scheduler stack does after a goroutine switched to it.
 enum class SwitchReason : std::uint8_t { park, yield, preempt, exit, syscall_no_p };
 
+// The C++ runtime's per-thread exception state (libsupc++'s __cxa_eh_globals): the
+// stack of caught exceptions (for `throw;`) and std::uncaught_exceptions(). It belongs
+// to the goroutine, not the thread: every switch saves the leaving context's and
+// installs the entering one's (see eh_swap in proc.cpp).
+struct EhState {
+  void* caught = nullptr;
+  unsigned int uncaught = 0;
+};
+
 // A goroutine. It lives at the top of its own stack, so a G and its stack are one
 // allocation, recycled together through the per-P and global free lists.
 struct G {
@@ -41,6 +50,7 @@ struct G {
   std::uint32_t in_runtime = 0;        // RuntimeScope depth: non-zero = not preemptible
   std::atomic<bool> preempt{false};    // sysmon's request to yield at the next safe point
   int saved_errno = 0;
+  EhState eh;
   std::size_t allg_index = 0;          // position in the runtime's list of all Gs
   const char* low_water = nullptr;     // lowest sp seen at a switch (stack.hpp)
   char name[32] = {};
@@ -73,6 +83,7 @@ struct M {
   M* link = nullptr;                   // idle M list
   std::uint64_t rand_state = 0;
   void* g0_sp = nullptr;               // g0's saved stack pointer while a G runs
+  EhState g0_eh;                       // g0's exception state while a G runs
   // What the G that just switched to g0 wants done (see SwitchReason).
   SwitchReason switch_reason = SwitchReason::park;
   ParkCommit park_commit = nullptr;
@@ -132,6 +143,9 @@ struct P {
   std::uint32_t schedtick = 0;         // incremented at every schedule (owner only)
   std::atomic<std::uint32_t> schedtick_pub{0};   // schedtick, published for sysmon
   std::atomic<std::uint32_t> syscalltick{0};
+  // Set by the preemption signal handler when it moved this P to syscall state:
+  // sysmon hands such a P off at once instead of waiting a tick.
+  std::atomic<bool> detached_by_signal{false};
   TimerHeap timers;
   G* gfree[64];                        // dead Gs with default-size stacks (owner only)
   int gfree_count = 0;

@@ -63,6 +63,7 @@ void preempt_handler(int, siginfo_t*, void*) {
         m->p = nullptr;
         pp->m.store(nullptr, std::memory_order_relaxed);
         m->preempt_detached = 1;
+        pp->detached_by_signal.store(true, std::memory_order_release);
       }
     }
   }
@@ -95,6 +96,19 @@ void overflow_handler(int sig, siginfo_t* info, void* uctx) {
   sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
 }
 
+// Hands off a P that the preemption handler moved to syscall state. Returns true if
+// it was still in that state.
+bool take_detached(P* pp) {
+  if (!pp->detached_by_signal.exchange(false, std::memory_order_acq_rel)) return false;
+  PStatus expected = PStatus::syscall;
+  if (!pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst))
+    return false;  // the hog reached a safe point first and took its P back
+  pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+  sched.preemptions.fetch_add(1, std::memory_order_relaxed);
+  handoffp(pp);
+  return true;
+}
+
 // Asks the G running on pp to yield; if it is in user code, detaches pp (see above)
 // and hands it off. Returns true if pp was handed off.
 bool preemptone(P* pp) {
@@ -112,13 +126,7 @@ bool preemptone(P* pp) {
     if (pp->schedtick_pub.load(std::memory_order_relaxed) != pp->seen_schedtick) return false;
     sched_yield();
   }
-  PStatus expected = PStatus::syscall;
-  if (!pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst))
-    return false;
-  pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
-  sched.preemptions.fetch_add(1, std::memory_order_relaxed);
-  handoffp(pp);
-  return true;
+  return take_detached(pp);
 }
 
 int retake(std::int64_t now) {
@@ -137,12 +145,23 @@ int retake(std::int64_t now) {
         std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire);
         bool waiting = !pp->runq.empty() || sched.runq_size.load(std::memory_order_relaxed) > 0 ||
                        (t0 != 0 && t0 <= now);
-        if (waiting && preemptone(pp)) n++;
+        // Either way sysmon stays at its shortest tick for a while: a late handler's
+        // detached P is then handed off within microseconds (see below).
+        if (waiting) {
+          preemptone(pp);
+          n++;
+        }
         pp->seen_schedwhen = now;  // do not ask again at once
       }
       continue;
     }
     if (s != PStatus::syscall) continue;
+    // Detached by a preemption signal whose handler ran after preemptone stopped
+    // waiting (the thread was waiting for a CPU): hand it off now, not a tick later.
+    if (pp->detached_by_signal.load(std::memory_order_acquire) && take_detached(pp)) {
+      n++;
+      continue;
+    }
     std::uint32_t t = pp->syscalltick.load(std::memory_order_relaxed);
     if (pp->seen_syscalltick != t) {
       pp->seen_syscalltick = t;
@@ -247,6 +266,7 @@ void sysmon_main() {
         sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_seq_cst)) {
       int n = 0;
       if (G* list = netpoll(0, &n)) {
+        trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
         ready_list(list, n);
         idle = 0;
       }

@@ -22,7 +22,7 @@ struct Event {
   std::int32_t m;
   std::int32_t p;
   TraceKind kind;
-  char name[23];
+  char name[32];  // a G's name is at most 31 bytes, cut on a UTF-8 boundary
 };
 
 // A ring per M: bounded memory; when full, the oldest events are overwritten.

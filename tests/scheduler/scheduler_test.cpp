@@ -146,8 +146,8 @@ TEST(SchedulerFairness, GlobalQueueServedEvery61Ticks) {
         // go() from a thread that is not running a goroutine lands on the global queue.
         std::thread outsider([&] {
           while (schedules.load() < 5000 / kScale) std::this_thread::yield();
-          injected_at = schedules.load();
           goro::go([&] { ran_at = schedules.load(); });
+          injected_at = schedules.load();  // after go(): creating the G takes a while
         });
         wg.wait();
         outsider.join();
@@ -342,6 +342,30 @@ TEST_P(Scheduler, TimersFireInOrderAndOnTime) {
     for (int i = 1; i < n; ++i) inversions += order[i] < order[i - 1];
     EXPECT_LE(inversions, kScale == 1 ? 0 : 3);
   });
+}
+
+// A goroutine that keeps yielding never leaves its P's local queue empty; timers on
+// that P must fire anyway.
+TEST(SchedulerTimers, FireBehindAGoroutineThatKeepsYielding) {
+  goro::run(
+      [] {
+        std::atomic<bool> stop{false}, hog_done{false};
+        goro::go([&] {
+          while (!stop.load()) {
+            spin_for(2ms);
+            goro::yield();
+          }
+          hog_done = true;
+        });
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 30; ++i) goro::sleep(1ms);
+        double took = goro_test::seconds_since(t0);
+        stop = true;
+        while (!hog_done.load()) goro::sleep(1ms);
+        // 30 sleeps of 1 ms behind 2 ms slices: about 90 ms; starved timers would hang.
+        EXPECT_LT(took, 1.0 * kScale);
+      },
+      goro::Config{.maxprocs = 1});
 }
 
 // sleep(0) and negative durations just yield.
