@@ -227,7 +227,7 @@ TEST_P(Scheduler, IdlePsStealFromABusyOne) {
 // While Gs keep waking each other, spinning Ms stay bounded by half the busy Ps
 // (at least one may spin), and once everything is idle the runtime burns ~0% CPU.
 TEST_P(Scheduler, SpinningIsBoundedAndIdleCostsNothing) {
-  run([this] {
+  run([] {
     const int procs = GetParam();
     std::atomic<bool> stop{false};
     std::atomic<int> max_spinning{0};
