@@ -93,6 +93,10 @@
 #include "context.hpp"
 #include "trace.hpp"
 
+#if defined(GORO_ASAN)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace goro::detail {
 
 Sched sched;
@@ -1490,7 +1494,19 @@ int run_main(std::function<int()> main_fn, Config config) {
   netpoll_shutdown();
 
   allg_lock.lock();
+  bool keep_arenas = false;
   for (G* g : allgs) {
+#if defined(GORO_ASAN)
+    // An abandoned goroutine (parked when main returned) still references what it
+    // allocated. Go's exit leaks it all; so do we in ASan builds, keeping the stack
+    // mapped and telling LeakSanitizer to scan it, so only real leaks are reported.
+    if (GStatus st = g->status.load(); st == GStatus::waiting || st == GStatus::runnable) {
+      auto* sp = static_cast<char*>(g->sp);
+      __lsan_register_root_region(sp, static_cast<std::size_t>(g->stack.hi - sp));
+      keep_arenas |= g->stack.arena;
+      continue;
+    }
+#endif
 #if defined(GORO_TSAN)
     __tsan_destroy_fiber(g->tsan_fiber);
 #endif
@@ -1499,7 +1515,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   }
   allgs.clear();
   allg_lock.unlock();
-  stack_release_all();
+  if (!keep_arenas) stack_release_all();
   for (P* pp : sched.all_p) delete pp;
   sched.all_p.clear();
   for (M* m : sched.all_m) delete m;
