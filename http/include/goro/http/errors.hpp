@@ -1,0 +1,40 @@
+// Errors of goro::http: std::error_code values in the "goro.http" category.
+// Network failures underneath keep their own codes (goro::net::errc, std::errc).
+#pragma once
+
+#include <system_error>
+#include <type_traits>
+
+namespace goro::http {
+
+enum class errc {
+  // The request body (server) or response body (client) passed its size limit.
+  body_too_large = 1,
+  // The body's framing was invalid (a bad chunk size, a missing CRLF).
+  malformed_body,
+  // The peer closed the connection before the message ended.
+  unexpected_eof,
+  // The response was already completed (e.g. the server answered 413 on its own); the
+  // write was dropped.
+  response_finished,
+  // A handler wrote more bytes than the Content-Length it declared.
+  content_length_exceeded,
+  // Client: the response could not be parsed.
+  malformed_response,
+  // Client: the URL is not http:// or https:// with a host.
+  bad_url,
+  // Client: more redirects than ClientOptions::max_redirects.
+  too_many_redirects,
+  // Server::serve after shutdown began (Go's ErrServerClosed).
+  server_closed,
+  // Server::shutdown: the deadline passed before every connection finished.
+  shutdown_timeout,
+};
+
+const std::error_category& http_category() noexcept;
+std::error_code make_error_code(errc e) noexcept;
+
+}  // namespace goro::http
+
+template <>
+struct std::is_error_code_enum<goro::http::errc> : std::true_type {};

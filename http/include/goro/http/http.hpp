@@ -1,0 +1,14 @@
+// goro::http — HTTP/1.1 server, router, middleware, client and static files; everything
+// in one include.
+#pragma once
+
+#include <goro/http/client.hpp>
+#include <goro/http/errors.hpp>
+#include <goro/http/file_server.hpp>
+#include <goro/http/headers.hpp>
+#include <goro/http/middleware.hpp>
+#include <goro/http/request.hpp>
+#include <goro/http/response.hpp>
+#include <goro/http/router.hpp>
+#include <goro/http/server.hpp>
+#include <goro/http/status.hpp>

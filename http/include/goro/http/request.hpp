@@ -1,0 +1,110 @@
+// goro::http::Request — a request as a handler sees it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <goro/http/headers.hpp>
+#include <goro/net/result.hpp>
+
+namespace goro::http {
+
+namespace detail {
+// Where a Request's body comes from (the server's connection, or a test).
+class BodySource {
+ public:
+  virtual Result<std::size_t> read_body(void* buf, std::size_t len) = 0;
+  virtual bool client_gone() = 0;
+  // Makes a read_body waiting in another goroutine return (with a timeout error) soon.
+  virtual void interrupt_reads() = 0;
+
+ protected:
+  ~BodySource() = default;
+};
+struct RequestAccess;
+}  // namespace detail
+
+// A request received by the server. Every view it returns (method, target, path,
+// headers, path values) points into the connection's buffers and is valid until the
+// handler returns: copy what must outlive it.
+class Request {
+ public:
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // "GET", "POST", ...
+  std::string_view method() const noexcept { return method_; }
+  // The request-target exactly as sent: "/a%20b?x=1", "http://host/p", "*".
+  std::string_view target() const noexcept { return target_; }
+  // The path of the target, percent-decoded ("/a b"). A request whose path holds an
+  // invalid %-escape is answered 400 before any handler runs.
+  std::string_view path() const noexcept { return path_; }
+  // The path of the target as sent, still encoded ("/a%20b").
+  std::string_view raw_path() const noexcept { return raw_path_; }
+  // The query of the target without '?', still encoded ("x=1&y=a%20b").
+  std::string_view raw_query() const noexcept { return raw_query_; }
+  // The first value of query parameter `name`, decoded ('+' is a space); nullopt when
+  // absent. Scans the query on each call.
+  std::optional<std::string> query(std::string_view name) const;
+
+  // The first value of header `name` (case-insensitive), or empty when absent.
+  std::string_view header(std::string_view name) const noexcept;
+  bool has_header(std::string_view name) const noexcept;
+  // Every header field, in the order received.
+  std::span<const HeaderField> headers() const noexcept { return headers_; }
+  // The Host header.
+  std::string_view host() const noexcept { return header("host"); }
+
+  int version_major() const noexcept { return version_major_; }
+  int version_minor() const noexcept { return version_minor_; }
+
+  // The declared Content-Length, or -1 for a chunked body.
+  std::int64_t content_length() const noexcept { return content_length_; }
+
+  // Reads up to len bytes of the body; 0 at its end. Parks the goroutine while waiting
+  // for the client. The first read answers "Expect: 100-continue" with 100 Continue.
+  // Fails with errc::body_too_large past ServerOptions::max_body_bytes (the server has
+  // then answered 413 by itself if the handler had not started its response),
+  // errc::malformed_body, errc::unexpected_eof, or a net error (timeout).
+  Result<std::size_t> read(void* buf, std::size_t len);
+  // Reads the whole body (bounded by ServerOptions::max_body_bytes).
+  Result<std::string> body();
+
+  // The client's address, "ip:port".
+  std::string_view remote_addr() const noexcept { return remote_addr_; }
+
+  // The value the router matched for wildcard `name` in its pattern ("{id}"); empty
+  // when there is none.
+  std::string_view path_value(std::string_view name) const noexcept;
+  // Sets a path value (the router does; middleware may).
+  void set_path_value(std::string_view name, std::string_view value);
+
+  // Whether the client is known to have gone: it closed its end of the connection
+  // (seen by a non-blocking poll of the socket for a hang-up, POLLRDHUP), the
+  // connection failed, or a body read or response write found it closed. A cheap
+  // check for a handler doing long work to call between steps; it never blocks and
+  // never consumes input. A client that half-closes after sending its request counts
+  // as gone, as in Go.
+  bool client_gone();
+
+ private:
+  friend struct detail::RequestAccess;
+
+  std::string_view method_, target_, path_, raw_path_, raw_query_, remote_addr_;
+  std::span<const HeaderField> headers_;
+  int version_major_ = 1, version_minor_ = 1;
+  std::int64_t content_length_ = 0;
+  detail::BodySource* source_ = nullptr;
+  std::string decoded_path_;
+  std::vector<std::pair<std::string, std::string>> path_values_;
+  std::size_t path_value_count_ = 0;
+};
+
+}  // namespace goro::http

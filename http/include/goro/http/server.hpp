@@ -1,0 +1,115 @@
+// goro::http::Server — HTTP/1.1 over goro::net, one goroutine per connection.
+//
+//   goro::run([] {
+//     goro::http::listen_and_serve("127.0.0.1:8080", [](auto& req, auto& w) {
+//       w.text("Hello, World!");
+//     });
+//   });
+//
+// Each accepted connection is served by its own goroutine, which reads requests into
+// one reusable buffer, parses them with llhttp in strict mode, and runs the handler for
+// one request at a time, so pipelined requests are answered in order. Every would-block
+// (a slow client, a handler sleeping or calling a backend) parks that goroutine only.
+//
+// Protocol errors are answered with a short text/plain body naming the problem and
+// "Connection: close", and the connection is closed: nothing after a framing error is
+// interpreted (400 bad syntax or framing, 408 head too slow, 413 body too large — at
+// once when Content-Length says so, 414 target too long, 417 unknown expectation,
+// 431 header too large, 501 unknown method or transfer coding, 505 HTTP version).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <system_error>
+
+#include <goro/http/request.hpp>
+#include <goro/http/response.hpp>
+#include <goro/net/listener.hpp>
+#include <goro/net/stream.hpp>
+#include <goro/net/tls.hpp>
+
+namespace goro::http {
+
+using Handler = std::function<void(Request&, ResponseWriter&)>;
+
+// Limits and timeouts; the defaults are safe for a server facing the Internet.
+struct ServerOptions {
+  // Time to read a request's head, counted from its first byte (for the first request
+  // of a connection, from the accept). Past it: 408 and close. (Go: ReadHeaderTimeout.)
+  std::chrono::nanoseconds read_header_timeout = std::chrono::seconds(10);
+  // Time a keep-alive connection may wait for the first byte of its next request.
+  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
+  // Time to read a request body, counted from the end of its head; zero: no limit.
+  std::chrono::nanoseconds read_body_timeout{0};
+  // Time to write a response, counted from the end of the request head; zero: no limit.
+  std::chrono::nanoseconds write_timeout{0};
+
+  // Bytes of the request-target; past it: 414.
+  std::size_t max_request_line = 8 * 1024;
+  // Bytes of all header fields of a request (and of its trailers); past it: 431.
+  std::size_t max_header_bytes = 64 * 1024;
+  // Bytes of a request body; past it: 413 (before reading it when Content-Length says
+  // so, else as soon as a chunked body grows past it).
+  std::uint64_t max_body_bytes = 16u << 20;
+  // Body bytes the handler left unread that the server discards to keep the
+  // connection alive; a larger remainder closes the connection instead.
+  std::size_t max_drain_bytes = 256 * 1024;
+  // Response body bytes buffered before the head is sent and the body streamed.
+  std::size_t write_buffer_size = 64 * 1024;
+  // Initial size of a connection's read buffer (it grows for large heads).
+  std::size_t read_buffer_size = 4 * 1024;
+
+  // Stack of each connection goroutine; zero: the runtime's default (goro::Config).
+  std::size_t stack_size = 0;
+  // Where a handler's exception is reported; empty: one line on stderr.
+  std::function<void(std::string_view message)> error_log;
+};
+
+class Server {
+ public:
+  // handler must be safe to call from many goroutines at once.
+  Server(ServerOptions options, Handler handler);
+  explicit Server(Handler handler) : Server(ServerOptions{}, std::move(handler)) {}
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Accepts connections on listener and serves each in its own goroutine, until the
+  // listener fails or shutdown() is called (then returns errc::server_closed). Blocks.
+  // The listener must outlive the call; serve() may run on several listeners at once.
+  std::error_code serve(net::Listener& listener);
+  // The same over TLS; the handshake runs in the connection's goroutine, bounded by
+  // read_header_timeout.
+  std::error_code serve(net::TlsListener& listener);
+  // Serves one already accepted stream in the calling goroutine; returns when the
+  // connection ends.
+  void serve_conn(std::unique_ptr<net::Stream> stream);
+
+  // Graceful shutdown: stops accepting, closes idle connections, lets requests in
+  // flight finish (their responses carry "Connection: close"), and at the deadline
+  // closes the connections still open. Returns once every connection is gone ({}), or at
+  // the deadline (errc::shutdown_timeout). Blocks (parks).
+  std::error_code shutdown(std::chrono::steady_clock::time_point deadline);
+
+  // Connections currently open.
+  std::size_t connection_count() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Listens on address ("host:port") and serves handler with default options. Blocks
+// until the listener fails; returns that error.
+std::error_code listen_and_serve(std::string_view address, Handler handler);
+// The same over TLS with one certificate chain and key (PEM files), offering ALPN
+// "http/1.1".
+std::error_code listen_and_serve_tls(std::string_view address, std::string_view cert_file,
+                                     std::string_view key_file, Handler handler);
+
+}  // namespace goro::http

@@ -1,0 +1,74 @@
+// Private access to Request and ResponseWriter for the server, the router and tests.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <goro/http/request.hpp>
+#include <goro/http/response.hpp>
+
+namespace goro::http::detail {
+
+class MessageParser;
+
+struct RequestAccess {
+  // Points req at the head parser holds. Returns false when the path holds an invalid
+  // %-escape (the server then answers 400).
+  static bool prepare(Request& req, const MessageParser& parser, std::string_view remote_addr,
+                      BodySource* source);
+  // The same from parts, for tests and the client-free unit tests of the router.
+  static bool prepare(Request& req, std::string_view method, std::string_view target,
+                      std::span<const HeaderField> headers, BodySource* source);
+  // Replaces where req's body comes from; returns the previous source.
+  static BodySource* swap_source(Request& req, BodySource* source) {
+    BodySource* old = req.source_;
+    req.source_ = source;
+    return old;
+  }
+};
+
+struct ResponseAccess {
+  // Readies w for a new response on sink. keep_alive: what the request allows.
+  static void begin(ResponseWriter& w, ResponseSink* sink, int request_minor, bool head_request,
+                    bool keep_alive, std::size_t buffer_limit);
+  // Completes the response: sends what is buffered (with Content-Length) or ends the
+  // stream. Idempotent.
+  static std::error_code finish(ResponseWriter& w);
+  // Whether the connection may carry another request after this response.
+  static bool keep_alive(const ResponseWriter& w) { return w.keep_alive_; }
+  static void set_keep_alive(ResponseWriter& w, bool on) { w.keep_alive_ = on; }
+  // The server answered on its own (413, 500): later writes fail with response_finished.
+  static void mark_finished(ResponseWriter& w) { w.finished_ = true; }
+  // The response cannot be completed (the handler failed mid-stream): nothing more is
+  // sent, not even the end of a chunked body, and the connection is to be closed.
+  static void abandon(ResponseWriter& w) {
+    w.finished_ = true;
+    w.keep_alive_ = false;
+  }
+  // Forgets the headers and body buffered so far (to answer 500 instead).
+  static void discard(ResponseWriter& w);
+  // Makes w keep the whole response in memory: flush() does nothing.
+  static void hold(ResponseWriter& w);
+  // Copies the status, headers and body held by `from` (see hold) into `to`.
+  static std::error_code replay(ResponseWriter& from, ResponseWriter& to);
+};
+
+// Appends "Date: <IMF-fixdate>\r\n" for now; the text is formatted once per second.
+void append_date_header(std::string& out);
+// The current time as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
+std::string_view http_date_now();
+// Formats t (seconds since the epoch) as an IMF-fixdate into out[29].
+void format_http_date(long long t, char* out);
+// Parses an IMF-fixdate; -1 when invalid.
+long long parse_http_date(std::string_view s);
+
+// Decodes %XX escapes of in into out ('+' into a space when plus_is_space). Returns
+// false for a malformed escape.
+bool percent_decode(std::string_view in, std::string& out, bool plus_is_space);
+
+// Serialises a complete error response (status, short text, Connection: close).
+void build_error_response(std::string& out, int status, std::string_view message);
+
+}  // namespace goro::http::detail

@@ -1,0 +1,274 @@
+#include <goro/http/file_server.hpp>
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include <goro/http/status.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+#include "access.hpp"
+
+namespace goro::http {
+namespace {
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+
+struct Extension {
+  std::string_view ext;
+  std::string_view type;
+};
+
+constexpr Extension kTypes[] = {
+    {"html", "text/html; charset=utf-8"},   {"htm", "text/html; charset=utf-8"},
+    {"css", "text/css; charset=utf-8"},     {"js", "text/javascript; charset=utf-8"},
+    {"mjs", "text/javascript; charset=utf-8"}, {"json", "application/json"},
+    {"txt", "text/plain; charset=utf-8"},   {"md", "text/markdown; charset=utf-8"},
+    {"csv", "text/csv; charset=utf-8"},     {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},               {"png", "image/png"},
+    {"jpg", "image/jpeg"},                  {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},                   {"webp", "image/webp"},
+    {"avif", "image/avif"},                 {"ico", "image/vnd.microsoft.icon"},
+    {"wasm", "application/wasm"},           {"pdf", "application/pdf"},
+    {"zip", "application/zip"},             {"gz", "application/gzip"},
+    {"tar", "application/x-tar"},           {"mp4", "video/mp4"},
+    {"webm", "video/webm"},                 {"mp3", "audio/mpeg"},
+    {"ogg", "audio/ogg"},                   {"wav", "audio/wav"},
+    {"woff", "font/woff"},                  {"woff2", "font/woff2"},
+    {"ttf", "font/ttf"},                    {"otf", "font/otf"},
+};
+
+// A file opened under the root, closed on destruction (in goro::blocking).
+struct File {
+  int fd = -1;  // or -errno
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fd >= 0) goro::blocking([fd = fd] { ::close(fd); });
+  }
+};
+
+// Opens rel (no leading '/') beneath the folder dir_fd; the kernel refuses any
+// resolution that leaves it (.., absolute symlinks, symlinks pointing out). Runs in
+// goro::blocking. Returns -errno on failure.
+int open_beneath(int dir_fd, const std::string& root, const std::string& rel) {
+  return goro::blocking([&]() -> int {
+    open_how how{};
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    long fd = ::syscall(SYS_openat2, dir_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof how);
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != ENOSYS) return -errno;
+    // No openat2 (Linux < 5.6): open, then check where the descriptor really points.
+    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (plain < 0) return -errno;
+    char link[64];
+    char real[PATH_MAX + 1];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", plain);
+    ssize_t n = ::readlink(link, real, PATH_MAX);
+    if (n < 0) {
+      ::close(plain);
+      return -EACCES;
+    }
+    std::string_view where(real, static_cast<std::size_t>(n));
+    if (where != root && !(where.starts_with(root) && where.size() > root.size() && where[root.size()] == '/')) {
+      ::close(plain);
+      return -EXDEV;
+    }
+    return plain;
+  });
+}
+
+// Parses one "bytes=" range against size. Returns 1 for a satisfiable range (first and
+// last set), 0 to ignore the header (malformed, several ranges), -1 for unsatisfiable.
+int parse_range(std::string_view h, std::uint64_t size, std::uint64_t& first, std::uint64_t& last) {
+  if (!h.starts_with("bytes=")) return 0;
+  h.remove_prefix(6);
+  if (h.find(',') != std::string_view::npos) return 0;
+  std::size_t dash = h.find('-');
+  if (dash == std::string_view::npos) return 0;
+  std::string_view a = h.substr(0, dash), b = h.substr(dash + 1);
+  auto number = [](std::string_view s, std::uint64_t& out) {
+    if (s.empty()) return false;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  std::uint64_t x = 0, y = 0;
+  if (a.empty()) {  // suffix: the last y bytes
+    if (!number(b, y)) return 0;
+    if (y == 0 || size == 0) return -1;
+    first = y >= size ? 0 : size - y;
+    last = size - 1;
+    return 1;
+  }
+  if (!number(a, x)) return 0;
+  if (b.empty()) {
+    y = size == 0 ? 0 : size - 1;
+  } else if (!number(b, y) || y < x) {
+    return 0;
+  }
+  if (x >= size) return -1;
+  first = x;
+  last = y >= size ? size - 1 : y;
+  return 1;
+}
+
+bool has_dot_dot(std::string_view path) {
+  while (!path.empty()) {
+    std::size_t slash = path.find('/');
+    std::string_view seg = path.substr(0, slash);
+    if (seg == "..") return true;
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return false;
+}
+
+struct FileServer {
+  std::string root;  // real path, no trailing '/'
+  int dir_fd = -1;
+  FileServerOptions options;
+
+  ~FileServer() {
+    if (dir_fd >= 0) ::close(dir_fd);
+  }
+
+  void serve(Request& req, ResponseWriter& w) const;
+};
+
+void FileServer::serve(Request& req, ResponseWriter& w) const {
+  if (req.method() != "GET" && req.method() != "HEAD") {
+    w.header().set("Allow", "GET, HEAD");
+    w.text("405 method not allowed\n", status::method_not_allowed);
+    return;
+  }
+  std::string rel(options.wildcard.empty() ? req.path() : req.path_value(options.wildcard));
+  while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
+  if (rel.find('\0') != std::string::npos || has_dot_dot(rel)) {
+    w.text("400 invalid path\n", status::bad_request);
+    return;
+  }
+  File file;
+  file.fd = open_beneath(dir_fd, root, rel);
+  struct stat st{};
+  if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) == 0 && S_ISDIR(st.st_mode)) {
+    std::string index = rel.empty() || rel.back() == '/' ? rel + options.index : rel + "/" + options.index;
+    int folder = file.fd;
+    file.fd = open_beneath(dir_fd, root, index);
+    goro::blocking([folder] { ::close(folder); });
+    rel = index;
+    if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) != 0) {
+      goro::blocking([fd = file.fd] { ::close(fd); });
+      file.fd = -EIO;
+    }
+  }
+  if (file.fd < 0) {
+    int err = -file.fd;
+    if (err == EACCES || err == EPERM) {
+      w.text("403 forbidden\n", status::forbidden);
+    } else {
+      w.text("404 page not found\n", status::not_found);  // ENOENT, EXDEV (escapes the root), ...
+    }
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    w.text("404 page not found\n", status::not_found);
+    return;
+  }
+
+  char date[30];
+  detail::format_http_date(static_cast<long long>(st.st_mtime), date);
+  w.header().set("Last-Modified", std::string_view(date, 29));
+  w.header().set("Accept-Ranges", "bytes");
+  w.header().set("Content-Type", content_type_for(rel));
+  std::string_view ims = req.header("if-modified-since");
+  if (!ims.empty() && req.header("if-none-match").empty()) {
+    long long since = detail::parse_http_date(ims);
+    if (since >= 0 && static_cast<long long>(st.st_mtime) <= since) {
+      w.header().remove("Content-Type");
+      w.set_status(status::not_modified);
+      return;
+    }
+  }
+
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  std::uint64_t first = 0, last = size == 0 ? 0 : size - 1;
+  std::string_view range = req.header("range");
+  if (!range.empty()) {
+    int r = parse_range(range, size, first, last);
+    if (r < 0) {
+      w.header().set("Content-Range", "bytes */" + std::to_string(size));
+      w.header().remove("Content-Type");
+      w.text("416 range not satisfiable\n", status::range_not_satisfiable);
+      return;
+    }
+    if (r > 0) {
+      w.set_status(status::partial_content);
+      w.header().set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
+                                          std::to_string(size));
+    } else {
+      first = 0;
+    }
+  }
+  std::uint64_t length = size == 0 ? 0 : last - first + 1;
+  w.header().set("Content-Length", std::to_string(length));
+  if (req.method() == "HEAD" || length == 0) return;
+
+  std::unique_ptr<char[]> buf(new char[kReadChunk]);
+  std::uint64_t offset = first, left = length;
+  while (left > 0) {
+    std::size_t want = left < kReadChunk ? static_cast<std::size_t>(left) : kReadChunk;
+    ssize_t n = goro::blocking(
+        [&] { return ::pread(file.fd, buf.get(), want, static_cast<off_t>(offset)); });
+    if (n <= 0) {
+      // The file shrank or failed under us: the declared length cannot be met, which
+      // makes the server close the connection.
+      return;
+    }
+    if (w.write(buf.get(), static_cast<std::size_t>(n))) return;
+    offset += static_cast<std::uint64_t>(n);
+    left -= static_cast<std::uint64_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string_view content_type_for(std::string_view file_name) noexcept {
+  std::size_t slash = file_name.rfind('/');
+  if (slash != std::string_view::npos) file_name.remove_prefix(slash + 1);
+  std::size_t dot = file_name.rfind('.');
+  if (dot == std::string_view::npos) return "application/octet-stream";
+  std::string_view ext = file_name.substr(dot + 1);
+  for (const Extension& e : kTypes) {
+    if (iequals(e.ext, ext)) return e.type;
+  }
+  return "application/octet-stream";
+}
+
+Handler file_server(std::string root, FileServerOptions options) {
+  auto server = std::make_shared<FileServer>();
+  server->options = std::move(options);
+  char real[PATH_MAX + 1];
+  if (::realpath(root.c_str(), real) == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "goro::http::file_server: " + root);
+  }
+  server->root = real;
+  server->dir_fd = ::open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (server->dir_fd < 0) {
+    throw std::system_error(errno, std::generic_category(), "goro::http::file_server: " + root);
+  }
+  return [server](Request& req, ResponseWriter& w) { server->serve(req, w); };
+}
+
+}  // namespace goro::http

@@ -1,0 +1,190 @@
+// The per-connection HTTP/1.x parsing engine: llhttp (strict mode) over one reusable
+// read buffer. It does no I/O, so it is tested on byte buffers; the server and the client
+// read from their connection into read_space() and call commit().
+//
+// Buffer layout (offsets into one allocation):
+//
+//   [0, head_end)            the message head; header views point here
+//   [body_start, body_read)  decoded body bytes already taken
+//   [body_read, body_write)  decoded body bytes not yet taken
+//   [parse_pos, end)         raw bytes not yet fed to llhttp (a pipelined next message)
+//   [end, capacity)          free
+//
+// Chunked bodies are decoded in place: llhttp reports each piece of chunk data with a
+// pointer into the buffer, and the piece is moved down to body_write, which never passes
+// the parse position, so no byte is overwritten before llhttp has read it.
+//
+// While the head is being parsed the buffer may grow (up to what the limits allow), so
+// everything is kept as offsets; the views are built once the head is complete, after
+// making room for the body, and from then until next_message() the buffer never moves.
+#pragma once
+
+#include <llhttp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <goro/http/headers.hpp>
+
+namespace goro::http::detail {
+
+struct ParserLimits {
+  std::size_t max_request_line = 8 * 1024;     // bytes of the request-target (414 past it)
+  std::size_t max_header_bytes = 64 * 1024;    // all header (and trailer) bytes (431)
+  std::uint64_t max_body_bytes = 16u << 20;    // decoded body bytes (413)
+};
+
+// Why a message was rejected: the status a server answers with and a short text.
+struct ParseError {
+  int status = 0;
+  const char* message = "";
+};
+
+enum class ParseStatus { need_more, complete, error };
+
+class MessageParser {
+ public:
+  enum class Mode { request, response };
+
+  MessageParser(Mode mode, ParserLimits limits, std::size_t initial_capacity = 4096);
+  MessageParser(const MessageParser&) = delete;
+  MessageParser& operator=(const MessageParser&) = delete;
+
+  // --- input
+  // Free space for the next read; never empty (the buffer grows while a head is parsed,
+  // and in the body phase the space is reclaimed once every decoded byte is taken).
+  std::span<char> read_space();
+  // Records that n bytes were read into read_space().
+  void commit(std::size_t n) noexcept { end_ += n; }
+  // Raw bytes received and not yet parsed (a pipelined next message, a partial head).
+  std::size_t buffered() const noexcept { return end_ - parse_pos_; }
+  // True once any byte of the current message (other than leading CRLFs) has arrived.
+  bool head_started() const noexcept { return head_started_; }
+
+  // --- head
+  // Parses what was received of the message head. complete: the accessors below are
+  // valid; for a message without a body message_complete() is already true.
+  ParseStatus parse_head();
+
+  // Response mode: the next response answers a HEAD request (it has no body).
+  void set_response_to_head(bool head) noexcept { response_to_head_ = head; }
+
+  std::string_view method() const noexcept { return method_; }
+  bool is_head_method() const noexcept { return parser_.method == HTTP_HEAD; }
+  std::string_view target() const noexcept { return target_; }
+  int status_code() const noexcept { return parser_.status_code; }
+  std::string_view status_text() const noexcept { return status_text_; }
+  int version_major() const noexcept { return parser_.http_major; }
+  int version_minor() const noexcept { return parser_.http_minor; }
+  std::span<const HeaderField> headers() const noexcept { return fields_; }
+  // The first value of header `name`, or empty.
+  std::string_view header(std::string_view name) const noexcept;
+  // Content-Length, or -1 when the body is chunked or runs until the connection closes.
+  std::int64_t content_length() const noexcept { return content_length_; }
+  bool chunked() const noexcept { return chunked_; }
+  // Whether the connection may carry another message after this one.
+  bool keep_alive() const noexcept { return keep_alive_; }
+  // Upgrade or CONNECT: what follows the head is not HTTP; the connection is closed
+  // after the response.
+  bool upgrade() const noexcept { return upgrade_; }
+  // Request mode: the client sent "Expect: 100-continue".
+  bool expect_continue() const noexcept { return expect_continue_; }
+
+  // --- body
+  // Feeds received raw bytes to llhttp, decoding body bytes into the buffer.
+  // complete: the message ended; need_more: read more (read_space() has room).
+  ParseStatus parse_body();
+  // Decoded body bytes waiting to be taken.
+  std::size_t available() const noexcept { return body_write_ - body_read_; }
+  std::string_view peek_body() const noexcept {
+    return {buffer_.get() + body_read_, body_write_ - body_read_};
+  }
+  // Copies up to n decoded bytes out; returns how many.
+  std::size_t take(void* out, std::size_t n) noexcept;
+  // Drops up to n decoded bytes; returns how many.
+  std::size_t skip(std::size_t n) noexcept;
+  bool message_complete() const noexcept { return message_complete_; }
+  // Decoded body bytes seen so far.
+  std::uint64_t body_bytes() const noexcept { return body_bytes_; }
+  // Response mode: the peer closed the connection. Ends a body delimited by the close;
+  // anything else still open is an error.
+  ParseStatus finish_on_eof();
+
+  // --- next message
+  // Prepares for the next message of the connection, keeping pipelined bytes.
+  // Precondition: message_complete().
+  void next_message();
+
+  const ParseError& error() const noexcept { return error_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+
+ private:
+  struct FieldOffsets {
+    std::uint32_t name_offset = 0, name_size = 0, value_offset = 0, value_size = 0;
+    bool value_started = false;
+    bool complete = false;
+  };
+
+  static int on_message_begin(llhttp_t* p);
+  static int on_url(llhttp_t* p, const char* at, std::size_t n);
+  static int on_url_complete(llhttp_t* p);
+  static int on_status(llhttp_t* p, const char* at, std::size_t n);
+  static int on_header_field(llhttp_t* p, const char* at, std::size_t n);
+  static int on_header_value(llhttp_t* p, const char* at, std::size_t n);
+  static int on_header_value_complete(llhttp_t* p);
+  static int on_headers_complete(llhttp_t* p);
+  static int on_body(llhttp_t* p, const char* at, std::size_t n);
+  static int on_message_complete(llhttp_t* p);
+  static const llhttp_settings_t settings_;
+
+  int fail(int status, const char* message) noexcept;
+  int check_request_head() noexcept;
+  void fail_from_llhttp(llhttp_errno_t err) noexcept;
+  bool header_bytes_exceeded(const char* at, std::size_t n) noexcept;
+  void grow(std::size_t min_free);
+  void build_views();
+  std::uint32_t offset_of(const char* at) const noexcept {
+    return static_cast<std::uint32_t>(at - buffer_.get());
+  }
+
+  Mode mode_;
+  ParserLimits limits_;
+  llhttp_t parser_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t initial_capacity_;
+  std::size_t capacity_;
+  std::size_t end_ = 0;
+  std::size_t parse_pos_ = 0;
+
+  // Head, as offsets while parsing, as views once complete.
+  bool in_head_ = true;
+  bool head_started_ = false;
+  bool url_complete_ = false;
+  std::size_t url_size_ = 0;
+  std::size_t url_offset_ = 0;
+  std::size_t url_end_ = 0;
+  std::size_t status_offset_ = 0, status_size_ = 0;
+  std::vector<FieldOffsets> offsets_;
+  std::vector<HeaderField> fields_;
+  std::string_view method_, target_, status_text_;
+  std::int64_t content_length_ = -1;
+  bool chunked_ = false;
+  bool keep_alive_ = false;
+  bool upgrade_ = false;
+  bool expect_continue_ = false;
+  bool response_to_head_ = false;
+  std::size_t trailer_bytes_ = 0;
+
+  // Body.
+  std::size_t body_start_ = 0, body_read_ = 0, body_write_ = 0;
+  std::uint64_t body_bytes_ = 0;
+  bool message_complete_ = false;
+
+  ParseError error_;
+};
+
+}  // namespace goro::http::detail

@@ -1,0 +1,182 @@
+#include <goro/http/request.hpp>
+
+#include <goro/http/errors.hpp>
+
+#include "access.hpp"
+#include "message_parser.hpp"
+
+namespace goro::http {
+namespace detail {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Splits a request-target into its path and query. Origin form "/p?q", absolute form
+// "http://host/p?q" (the path starts at the first '/' after the authority), "*", or
+// the authority form of CONNECT (no path).
+void split_target(std::string_view target, std::string_view& path, std::string_view& query) {
+  std::size_t hash = target.find('#');
+  if (hash != std::string_view::npos) target = target.substr(0, hash);
+  std::size_t q = target.find('?');
+  query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  path = target.substr(0, q);
+  if (!path.empty() && path.front() != '/' && path != "*") {
+    std::size_t scheme = path.find("://");
+    if (scheme == std::string_view::npos) {
+      path = {};  // authority form
+    } else {
+      std::size_t slash = path.find('/', scheme + 3);
+      path = slash == std::string_view::npos ? std::string_view("/") : path.substr(slash);
+    }
+  }
+}
+
+bool prepare_paths(std::string& decoded, std::string_view& path_out, std::string_view& raw_path_out,
+                   std::string_view& query_out, std::string_view target) {
+  std::string_view path;
+  split_target(target, path, query_out);
+  raw_path_out = path;
+  if (path.find('%') == std::string_view::npos) {
+    path_out = path;
+    return true;
+  }
+  if (!percent_decode(path, decoded, false)) return false;
+  path_out = decoded;
+  return true;
+}
+
+}  // namespace
+
+bool percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
+  out.clear();
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      int hi = hex_value(in[i + 1]);
+      int lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return true;
+}
+
+bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::string_view remote_addr,
+                            BodySource* source) {
+  req.method_ = parser.method();
+  req.target_ = parser.target();
+  req.headers_ = parser.headers();
+  req.version_major_ = parser.version_major();
+  req.version_minor_ = parser.version_minor();
+  req.content_length_ = parser.content_length();
+  req.remote_addr_ = remote_addr;
+  req.source_ = source;
+  req.path_value_count_ = 0;
+  return prepare_paths(req.decoded_path_, req.path_, req.raw_path_, req.raw_query_, req.target_);
+}
+
+bool RequestAccess::prepare(Request& req, std::string_view method, std::string_view target,
+                            std::span<const HeaderField> headers, BodySource* source) {
+  req.method_ = method;
+  req.target_ = target;
+  req.headers_ = headers;
+  req.version_major_ = 1;
+  req.version_minor_ = 1;
+  req.content_length_ = 0;
+  req.remote_addr_ = {};
+  req.source_ = source;
+  req.path_value_count_ = 0;
+  return prepare_paths(req.decoded_path_, req.path_, req.raw_path_, req.raw_query_, req.target_);
+}
+
+}  // namespace detail
+
+std::optional<std::string> Request::query(std::string_view name) const {
+  std::string_view rest = raw_query_;
+  std::string key;
+  while (!rest.empty()) {
+    std::size_t amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    std::size_t eq = pair.find('=');
+    std::string_view raw_key = pair.substr(0, eq);
+    std::string_view raw_value = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (!detail::percent_decode(raw_key, key, true) || key != name) continue;
+    std::string value;
+    if (!detail::percent_decode(raw_value, value, true)) continue;
+    return value;
+  }
+  return std::nullopt;
+}
+
+std::string_view Request::header(std::string_view name) const noexcept {
+  for (const HeaderField& f : headers_) {
+    if (iequals(f.name, name)) return f.value;
+  }
+  return {};
+}
+
+bool Request::has_header(std::string_view name) const noexcept {
+  for (const HeaderField& f : headers_) {
+    if (iequals(f.name, name)) return true;
+  }
+  return false;
+}
+
+Result<std::size_t> Request::read(void* buf, std::size_t len) {
+  if (source_ == nullptr) return std::size_t{0};
+  return source_->read_body(buf, len);
+}
+
+Result<std::string> Request::body() {
+  std::string out;
+  std::size_t size = 0;
+  // One byte more than Content-Length, so the read that sees the end needs no growth.
+  out.resize(content_length_ > 0 ? static_cast<std::size_t>(content_length_) + 1 : 16 * 1024);
+  for (;;) {
+    if (size == out.size()) out.resize(out.size() * 2);
+    Result<std::size_t> n = read(out.data() + size, out.size() - size);
+    if (!n) return n.error();
+    if (*n == 0) break;
+    size += *n;
+  }
+  out.resize(size);
+  return out;
+}
+
+std::string_view Request::path_value(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < path_value_count_; ++i) {
+    if (path_values_[i].first == name) return path_values_[i].second;
+  }
+  return {};
+}
+
+void Request::set_path_value(std::string_view name, std::string_view value) {
+  for (std::size_t i = 0; i < path_value_count_; ++i) {
+    if (path_values_[i].first == name) {
+      path_values_[i].second.assign(value);
+      return;
+    }
+  }
+  if (path_value_count_ == path_values_.size()) path_values_.emplace_back();
+  path_values_[path_value_count_].first.assign(name);
+  path_values_[path_value_count_].second.assign(value);
+  ++path_value_count_;
+}
+
+bool Request::client_gone() { return source_ != nullptr && source_->client_gone(); }
+
+}  // namespace goro::http

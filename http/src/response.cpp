@@ -1,0 +1,270 @@
+#include <goro/http/response.hpp>
+
+#include <charconv>
+
+#include <goro/http/errors.hpp>
+#include <goro/http/status.hpp>
+
+#include "access.hpp"
+
+namespace goro::http {
+namespace {
+
+bool body_forbidden(int status) { return status < 200 || status == 204 || status == 304; }
+
+void append_number(std::string& out, std::uint64_t n) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+  (void)ec;
+  out.append(digits, end);
+}
+
+// The header fields the writer manages itself; a handler's values for them are not
+// copied verbatim.
+bool managed_field(std::string_view name) {
+  return iequals(name, "content-length") || iequals(name, "transfer-encoding") ||
+         iequals(name, "connection");
+}
+
+std::int64_t parse_length(std::string_view v) {
+  std::uint64_t n = 0;
+  if (v.empty()) return -1;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n > (1ull << 62)) return -1;
+  return static_cast<std::int64_t>(n);
+}
+
+}  // namespace
+
+void ResponseWriter::set_status(int code) noexcept {
+  if (!head_sent_) status_ = code;
+}
+
+std::error_code ResponseWriter::fail(std::error_code ec) noexcept {
+  if (!error_) error_ = ec;
+  keep_alive_ = false;
+  return error_;
+}
+
+std::error_code ResponseWriter::write(std::string_view data) {
+  if (error_) return error_;
+  if (finished_) return errc::response_finished;
+  if (data.empty()) return {};
+  if (!head_sent_) {
+    // A HEAD response stores nothing, so it can wait for the total and send Content-Length.
+    if (hold_ || head_request_ || body_bytes_ + data.size() <= buffer_limit_) {
+      if (!head_request_) buffer_.append(data);
+      body_bytes_ += data.size();
+      return {};
+    }
+    if (std::error_code ec = send_head(false)) return ec;
+  }
+  return send_body(data);
+}
+
+std::error_code ResponseWriter::flush() {
+  if (error_) return error_;
+  if (finished_) return errc::response_finished;
+  if (!head_sent_ && !hold_) return send_head(false);
+  return {};
+}
+
+std::error_code ResponseWriter::text(std::string_view body, int status) {
+  if (!headers_.has("content-type")) headers_.set("Content-Type", "text/plain; charset=utf-8");
+  set_status(status);
+  return write(body);
+}
+
+std::error_code ResponseWriter::json(std::string_view body, int status) {
+  if (!headers_.has("content-type")) headers_.set("Content-Type", "application/json");
+  set_status(status);
+  return write(body);
+}
+
+std::error_code ResponseWriter::send_head(bool final) {
+  std::int64_t declared = parse_length(headers_.get("content-length"));
+  if (body_forbidden(status_)) {
+    framing_ = Framing::none;
+  } else if (final) {
+    framing_ = Framing::length;
+    // A HEAD handler may state the length of the body it did not write.
+    declared_length_ = (head_request_ && declared >= 0) ? declared
+                                                        : static_cast<std::int64_t>(body_bytes_);
+  } else if (declared >= 0) {
+    framing_ = Framing::length;
+    declared_length_ = declared;
+  } else if (request_minor_ >= 1) {
+    framing_ = Framing::chunked;
+  } else {
+    framing_ = Framing::close;
+    keep_alive_ = false;
+  }
+  if (has_token(headers_.get("connection"), "close") || !sink_->reusable()) keep_alive_ = false;
+
+  head_.clear();
+  head_.append("HTTP/1.1 ");
+  append_number(head_, static_cast<std::uint64_t>(status_));
+  head_.push_back(' ');
+  head_.append(reason_phrase(status_));
+  head_.append("\r\n");
+  for (HeaderField f : headers_) {
+    if (managed_field(f.name)) continue;
+    head_.append(f.name);
+    head_.append(": ");
+    head_.append(f.value);
+    head_.append("\r\n");
+  }
+  if (!headers_.has("date")) detail::append_date_header(head_);
+  if (!headers_.has("server")) head_.append("Server: goro\r\n");
+  if (framing_ == Framing::length) {
+    head_.append("Content-Length: ");
+    append_number(head_, static_cast<std::uint64_t>(declared_length_));
+    head_.append("\r\n");
+  } else if (framing_ == Framing::chunked) {
+    head_.append("Transfer-Encoding: chunked\r\n");
+  }
+  if (!keep_alive_) {
+    head_.append("Connection: close\r\n");
+  } else if (request_minor_ == 0) {
+    head_.append("Connection: keep-alive\r\n");
+  }
+  head_.append("\r\n");
+
+  iovec iov[4];
+  int count = 0;
+  iov[count++] = {head_.data(), head_.size()};
+  char chunk_head[24];
+  bool send_buffer = !buffer_.empty() && !head_request_ && framing_ != Framing::none;
+  if (send_buffer && framing_ == Framing::chunked) {
+    auto [end, ec] = std::to_chars(chunk_head, chunk_head + 20, buffer_.size(), 16);
+    (void)ec;
+    end[0] = '\r';
+    end[1] = '\n';
+    iov[count++] = {chunk_head, static_cast<std::size_t>(end + 2 - chunk_head)};
+  }
+  if (send_buffer) {
+    std::size_t n = buffer_.size();
+    if (framing_ == Framing::length && !final && static_cast<std::int64_t>(n) > declared_length_) {
+      n = static_cast<std::size_t>(declared_length_);
+    }
+    iov[count++] = {buffer_.data(), n};
+  }
+  if (send_buffer && framing_ == Framing::chunked) iov[count++] = {const_cast<char*>("\r\n"), 2};
+  head_sent_ = true;
+  std::error_code ec = sink_->write_out(iov, count);
+  buffer_.clear();
+  if (ec) return fail(ec);
+  if (framing_ == Framing::length && !head_request_ &&
+      static_cast<std::int64_t>(body_bytes_) > declared_length_) {
+    return fail(errc::content_length_exceeded);
+  }
+  return {};
+}
+
+std::error_code ResponseWriter::send_body(std::string_view data) {
+  std::uint64_t before = body_bytes_;
+  body_bytes_ += data.size();
+  if (head_request_ || framing_ == Framing::none) return {};
+  iovec iov[3];
+  int count = 0;
+  char chunk_head[24];
+  bool too_long = false;
+  if (framing_ == Framing::chunked) {
+    auto [end, ec] = std::to_chars(chunk_head, chunk_head + 20, data.size(), 16);
+    (void)ec;
+    end[0] = '\r';
+    end[1] = '\n';
+    iov[count++] = {chunk_head, static_cast<std::size_t>(end + 2 - chunk_head)};
+  } else if (framing_ == Framing::length &&
+             static_cast<std::int64_t>(body_bytes_) > declared_length_) {
+    std::int64_t room = declared_length_ - static_cast<std::int64_t>(before);
+    data = data.substr(0, room > 0 ? static_cast<std::size_t>(room) : 0);
+    too_long = true;
+  }
+  iov[count++] = {const_cast<char*>(data.data()), data.size()};
+  if (framing_ == Framing::chunked) iov[count++] = {const_cast<char*>("\r\n"), 2};
+  if (!data.empty()) {
+    if (std::error_code ec = sink_->write_out(iov, count)) return fail(ec);
+  }
+  if (too_long) return fail(errc::content_length_exceeded);
+  return {};
+}
+
+namespace detail {
+
+void ResponseAccess::begin(ResponseWriter& w, ResponseSink* sink, int request_minor,
+                           bool head_request, bool keep_alive, std::size_t buffer_limit) {
+  w.sink_ = sink;
+  w.headers_.clear();
+  w.buffer_.clear();
+  w.status_ = 200;
+  w.request_minor_ = request_minor;
+  w.head_request_ = head_request;
+  w.keep_alive_ = keep_alive;
+  w.head_sent_ = false;
+  w.finished_ = false;
+  w.hold_ = false;
+  w.framing_ = ResponseWriter::Framing::none;
+  w.declared_length_ = -1;
+  w.body_bytes_ = 0;
+  w.buffer_limit_ = buffer_limit;
+  w.error_ = {};
+}
+
+std::error_code ResponseAccess::finish(ResponseWriter& w) {
+  if (w.finished_) return w.error_;
+  w.finished_ = true;
+  if (w.error_) return w.error_;
+  if (!w.head_sent_) return w.send_head(true);
+  if (w.head_request_) return {};
+  if (w.framing_ == ResponseWriter::Framing::chunked) {
+    iovec end{const_cast<char*>("0\r\n\r\n"), 5};
+    if (std::error_code ec = w.sink_->write_out(&end, 1)) return w.fail(ec);
+  } else if (w.framing_ == ResponseWriter::Framing::length &&
+             static_cast<std::int64_t>(w.body_bytes_) < w.declared_length_) {
+    // Shorter than announced: only closing tells the client the body is cut.
+    w.keep_alive_ = false;
+  }
+  return {};
+}
+
+void ResponseAccess::hold(ResponseWriter& w) { w.hold_ = true; }
+
+std::error_code ResponseAccess::replay(ResponseWriter& from, ResponseWriter& to) {
+  to.set_status(from.status_);
+  for (HeaderField f : from.headers_) to.headers_.add(f.name, f.value);
+  return to.write(from.buffer_);
+}
+
+void ResponseAccess::discard(ResponseWriter& w) {
+  w.headers_.clear();
+  w.buffer_.clear();
+  w.body_bytes_ = 0;
+  w.status_ = 200;
+}
+
+void build_error_response(std::string& out, int status, std::string_view message) {
+  std::string body;
+  append_number(body, static_cast<std::uint64_t>(status));
+  body.push_back(' ');
+  body.append(reason_phrase(status));
+  if (!message.empty()) {
+    body.append(": ");
+    body.append(message);
+  }
+  body.push_back('\n');
+  out.clear();
+  out.append("HTTP/1.1 ");
+  append_number(out, static_cast<std::uint64_t>(status));
+  out.push_back(' ');
+  out.append(reason_phrase(status));
+  out.append("\r\n");
+  append_date_header(out);
+  out.append("Server: goro\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+  append_number(out, body.size());
+  out.append("\r\nConnection: close\r\n\r\n");
+  out.append(body);
+}
+
+}  // namespace detail
+}  // namespace goro::http

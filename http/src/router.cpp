@@ -1,0 +1,264 @@
+#include <goro/http/router.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <goro/http/status.hpp>
+
+#include "access.hpp"
+
+namespace goro::http {
+
+namespace {
+
+enum class SegmentKind : std::uint8_t { literal, end, wildcard, rest };
+
+// Lower is more specific.
+int rank(SegmentKind k) {
+  switch (k) {
+    case SegmentKind::literal:
+    case SegmentKind::end:
+      return 0;
+    case SegmentKind::wildcard:
+      return 1;
+    case SegmentKind::rest:
+      return 2;
+  }
+  return 2;
+}
+
+struct Segment {
+  SegmentKind kind;
+  std::string text;  // literal: its decoded text; wildcard / rest: the name
+};
+
+struct Route {
+  std::string pattern;
+  std::string method;  // empty: any
+  std::vector<Segment> segments;
+  Handler handler;
+};
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Route parse_pattern(std::string_view pattern) {
+  Route route;
+  route.pattern = std::string(pattern);
+  auto bad = [&](const char* why) {
+    return std::invalid_argument("goro::http::Router: pattern \"" + route.pattern + "\": " + why);
+  };
+  std::string_view path = pattern;
+  std::size_t space = pattern.find(' ');
+  if (space != std::string_view::npos) {
+    route.method = std::string(pattern.substr(0, space));
+    path = pattern.substr(space + 1);
+    while (!path.empty() && path.front() == ' ') path.remove_prefix(1);
+    for (char c : route.method) {
+      if (c < 'A' || c > 'Z') throw bad("the method must be upper-case letters");
+    }
+  }
+  if (path.empty() || path.front() != '/') throw bad("the path must start with '/'");
+  path.remove_prefix(1);
+  std::string decoded;
+  for (;;) {
+    std::size_t slash = path.find('/');
+    std::string_view seg = path.substr(0, slash);
+    bool last = slash == std::string_view::npos;
+    if (seg.empty()) {
+      if (!last) throw bad("empty segment");
+      route.segments.push_back({SegmentKind::rest, ""});  // trailing '/': everything below
+      break;
+    }
+    if (seg.front() == '{') {
+      if (seg.back() != '}') throw bad("a wildcard must be a whole segment");
+      std::string_view inner = seg.substr(1, seg.size() - 2);
+      if (inner == "$") {
+        if (!last) throw bad("{$} must end the pattern");
+        route.segments.push_back({SegmentKind::end, ""});
+      } else if (inner.size() > 3 && inner.substr(inner.size() - 3) == "...") {
+        if (!last) throw bad("{name...} must end the pattern");
+        inner.remove_suffix(3);
+        if (!valid_name(inner)) throw bad("bad wildcard name");
+        route.segments.push_back({SegmentKind::rest, std::string(inner)});
+      } else {
+        if (!valid_name(inner)) throw bad("bad wildcard name");
+        route.segments.push_back({SegmentKind::wildcard, std::string(inner)});
+      }
+    } else {
+      if (seg.find_first_of("{}") != std::string_view::npos) throw bad("a wildcard must be a whole segment");
+      if (!detail::percent_decode(seg, decoded, false)) throw bad("bad %-escape");
+      route.segments.push_back({SegmentKind::literal, decoded});
+    }
+    if (last) break;
+    path.remove_prefix(slash + 1);
+  }
+  for (const Segment& a : route.segments) {
+    if (a.kind != SegmentKind::wildcard && a.kind != SegmentKind::rest) continue;
+    if (a.text.empty()) continue;
+    int same = 0;
+    for (const Segment& b : route.segments) {
+      if ((b.kind == SegmentKind::wildcard || b.kind == SegmentKind::rest) && b.text == a.text) ++same;
+    }
+    if (same > 1) throw bad("wildcard name used twice");
+  }
+  return route;
+}
+
+bool same_shape(const Route& a, const Route& b) {
+  if (a.method != b.method || a.segments.size() != b.segments.size()) return false;
+  for (std::size_t i = 0; i < a.segments.size(); ++i) {
+    if (a.segments[i].kind != b.segments[i].kind) return false;
+    if (a.segments[i].kind == SegmentKind::literal && a.segments[i].text != b.segments[i].text) return false;
+  }
+  return true;
+}
+
+// Whether a is preferred over b when both match (see router.hpp).
+bool more_specific(const Route& a, const Route& b) {
+  std::size_t n = std::min(a.segments.size(), b.segments.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    int ra = rank(a.segments[i].kind), rb = rank(b.segments[i].kind);
+    if (ra != rb) return ra < rb;
+  }
+  if (a.segments.size() != b.segments.size()) return a.segments.size() > b.segments.size();
+  return !a.method.empty() && b.method.empty();
+}
+
+bool method_matches(const Route& r, std::string_view method) {
+  return r.method.empty() || r.method == method || (r.method == "GET" && method == "HEAD");
+}
+
+// Compares a raw (encoded) path segment with decoded text.
+bool segment_equals(std::string_view raw, const std::string& text, std::string& scratch) {
+  if (raw.find('%') == std::string_view::npos) return raw == text;
+  return detail::percent_decode(raw, scratch, false) && scratch == text;
+}
+
+// Matches raw_path ("/a/b") against r; with req, records the wildcard values.
+bool match(const Route& r, std::string_view raw_path, Request* req) {
+  if (raw_path.empty() || raw_path.front() != '/') return false;
+  std::string_view remaining = raw_path.substr(1);
+  bool exhausted = false;
+  std::string scratch;
+  auto next = [&](std::string_view& seg) {
+    if (exhausted) return false;
+    std::size_t slash = remaining.find('/');
+    if (slash == std::string_view::npos) {
+      seg = remaining;
+      exhausted = true;
+    } else {
+      seg = remaining.substr(0, slash);
+      remaining.remove_prefix(slash + 1);
+    }
+    return true;
+  };
+  for (const Segment& s : r.segments) {
+    std::string_view seg;
+    switch (s.kind) {
+      case SegmentKind::literal:
+        if (!next(seg) || !segment_equals(seg, s.text, scratch)) return false;
+        break;
+      case SegmentKind::wildcard:
+        if (!next(seg) || seg.empty()) return false;
+        if (req != nullptr) {
+          if (seg.find('%') == std::string_view::npos) {
+            req->set_path_value(s.text, seg);
+          } else {
+            if (!detail::percent_decode(seg, scratch, false)) return false;
+            req->set_path_value(s.text, scratch);
+          }
+        }
+        break;
+      case SegmentKind::end:
+        return next(seg) && seg.empty() && exhausted;
+      case SegmentKind::rest:
+        if (exhausted) return false;
+        if (req != nullptr && !s.text.empty()) {
+          if (remaining.find('%') == std::string_view::npos) {
+            req->set_path_value(s.text, remaining);
+          } else {
+            if (!detail::percent_decode(remaining, scratch, false)) return false;
+            req->set_path_value(s.text, scratch);
+          }
+        }
+        return true;
+    }
+  }
+  return exhausted;
+}
+
+void default_not_found(Request&, ResponseWriter& w) { w.text("404 page not found\n", status::not_found); }
+
+}  // namespace
+
+struct Router::Impl {
+  std::vector<Route> routes;
+  Handler not_found = default_not_found;
+};
+
+Router::Router() : impl_(std::make_shared<Impl>()) {}
+
+Router& Router::handle(std::string_view pattern, Handler handler) {
+  Route route = parse_pattern(pattern);
+  for (const Route& r : impl_->routes) {
+    if (same_shape(r, route)) {
+      throw std::invalid_argument("goro::http::Router: pattern \"" + route.pattern +
+                                  "\" conflicts with \"" + r.pattern + "\"");
+    }
+  }
+  route.handler = std::move(handler);
+  impl_->routes.push_back(std::move(route));
+  return *this;
+}
+
+Router& Router::not_found(Handler handler) {
+  impl_->not_found = std::move(handler);
+  return *this;
+}
+
+void Router::operator()(Request& req, ResponseWriter& w) const {
+  const Route* best = nullptr;
+  bool path_matched = false;
+  std::string_view raw_path = req.raw_path();
+  for (const Route& r : impl_->routes) {
+    if (!match(r, raw_path, nullptr)) continue;
+    path_matched = true;
+    if (!method_matches(r, req.method())) continue;
+    if (best == nullptr || more_specific(r, *best)) best = &r;
+  }
+  if (best != nullptr) {
+    match(*best, raw_path, &req);
+    best->handler(req, w);
+    return;
+  }
+  if (!path_matched) {
+    impl_->not_found(req, w);
+    return;
+  }
+  std::vector<std::string> allowed;
+  for (const Route& r : impl_->routes) {
+    if (!match(r, raw_path, nullptr)) continue;
+    allowed.push_back(r.method);
+    if (r.method == "GET") allowed.emplace_back("HEAD");
+  }
+  std::sort(allowed.begin(), allowed.end());
+  allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
+  std::string allow;
+  for (const std::string& m : allowed) {
+    if (!allow.empty()) allow.append(", ");
+    allow.append(m);
+  }
+  w.header().set("Allow", allow);
+  w.text("405 method not allowed\n", status::method_not_allowed);
+}
+
+}  // namespace goro::http

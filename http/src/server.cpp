@@ -1,0 +1,518 @@
+// The server: an accept loop, and one goroutine per connection running ServerConn.
+//
+// A connection goroutine alternates between two states, which graceful shutdown reads:
+//   idle    waiting for the first byte of a request (the first one, or the next one on a
+//           keep-alive connection); shutdown closes such a connection at once;
+//   active  reading a head, running the handler, writing and draining; shutdown lets it
+//           finish, the response says "Connection: close", and then it ends.
+// The state changes under Server::Impl::mu, and a connection that turns idle while a
+// shutdown is under way ends instead, so no connection is left waiting after shutdown
+// has looked at it.
+#include <goro/http/server.hpp>
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include <goro/http/errors.hpp>
+#include <goro/http/status.hpp>
+#include <goro/net/conn.hpp>
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
+
+#include "access.hpp"
+#include "message_parser.hpp"
+
+namespace goro::http {
+
+namespace detail {
+class ServerConn;
+}
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+
+  goro::Mutex mu;  // guards the fields below, and ServerConn::idle_
+  std::unordered_set<detail::ServerConn*> conns;
+  std::unordered_set<net::Listener*> listeners;
+  bool shutting_down = false;
+  std::atomic<bool> closing{false};  // shutting_down, readable without mu
+  std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
+
+  void log_error(std::string_view message) const {
+    if (options.error_log) {
+      options.error_log(message);
+    } else {
+      std::fprintf(stderr, "goro/http: %.*s\n", static_cast<int>(message.size()), message.data());
+    }
+  }
+};
+
+namespace detail {
+namespace {
+
+// How long a connection being closed after an error response keeps reading (and
+// discarding) what the client still sends, so that the kernel does not answer that
+// data with a reset that could destroy the response before the client reads it.
+constexpr auto kLingerTime = std::chrono::milliseconds(500);
+constexpr std::size_t kLingerBytes = 256 * 1024;
+// Write deadline for error responses when no write_timeout is configured.
+constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
+
+net::Deadline deadline_in(std::chrono::nanoseconds d) {
+  return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
+}
+
+int socket_fd(net::Stream& stream) {
+  if (auto* conn = dynamic_cast<net::Conn*>(&stream)) return conn->fd();
+  if (auto* tls = dynamic_cast<net::TlsConn*>(&stream)) {
+    if (auto* conn = dynamic_cast<net::Conn*>(&tls->inner())) return conn->fd();
+  }
+  return -1;
+}
+
+}  // namespace
+
+class ServerConn final : public BodySource, public ResponseSink {
+ public:
+  ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
+      : server_(std::move(server)),
+        stream_(std::move(stream)),
+        parser_(MessageParser::Mode::request,
+                ParserLimits{server_->options.max_request_line, server_->options.max_header_bytes,
+                             server_->options.max_body_bytes},
+                server_->options.read_buffer_size) {
+    std::lock_guard lock(server_->mu);
+    server_->conns.insert(this);
+  }
+
+  ~ServerConn() {
+    {
+      std::lock_guard lock(server_->mu);
+      server_->conns.erase(this);
+      if (server_->shutting_down && server_->conns.empty() && server_->drained) {
+        server_->drained->close();
+        server_->drained.reset();
+      }
+    }
+    stream_->close();
+  }
+
+  void serve();
+
+  // Called by shutdown, under server mu.
+  bool idle() const noexcept { return idle_; }
+  void close_stream() { stream_->close(); }
+
+ private:
+  bool set_idle(bool idle);
+  bool read_head(bool first);
+  void serve_request();
+  void handler_failed(const char* what);
+  void respond_error(int status, std::string_view message);
+  void linger_close();
+  bool drain();
+  std::error_code body_failed(const ParseError& error);
+
+  Result<std::size_t> read_body(void* buf, std::size_t len) override;
+  bool client_gone() override;
+  void interrupt_reads() override;
+  std::error_code write_out(const iovec* iov, int count) override;
+  bool reusable() override;
+
+  std::shared_ptr<Server::Impl> server_;
+  std::unique_ptr<net::Stream> stream_;
+  int fd_ = -1;
+  std::string remote_;
+  MessageParser parser_;
+  Request request_;
+  ResponseWriter writer_;
+  std::string scratch_;  // error responses
+
+  bool idle_ = true;     // guarded by server_->mu
+  bool keep_going_ = true;
+  bool continue_sent_ = false;
+  bool close_after_ = false;  // the connection cannot carry another request
+  bool peer_gone_ = false;
+  std::error_code body_error_;
+};
+
+bool ServerConn::set_idle(bool idle) {
+  std::lock_guard lock(server_->mu);
+  idle_ = idle;
+  return !server_->shutting_down;
+}
+
+void ServerConn::serve() {
+  fd_ = socket_fd(*stream_);
+  remote_ = stream_->remote_addr().to_string();
+  bool first = true;
+  for (;;) {
+    if (!read_head(first)) return;
+    serve_request();
+    if (!keep_going_) return;
+    parser_.next_message();
+    first = false;
+  }
+}
+
+// Waits for and parses the next request head. Returns false when the connection ends
+// (the peer closed, a timeout, an error already answered, shutdown).
+bool ServerConn::read_head(bool first) {
+  const ServerOptions& options = server_->options;
+  bool waiting_idle = parser_.buffered() == 0;
+  if (waiting_idle) {
+    if (!set_idle(true)) return false;
+    stream_->set_read_deadline(deadline_in(first ? options.read_header_timeout : options.idle_timeout));
+  } else {
+    stream_->set_read_deadline(deadline_in(options.read_header_timeout));
+  }
+  for (;;) {
+    ParseStatus parsed = parser_.parse_head();
+    if (parsed == ParseStatus::complete) break;
+    if (parsed == ParseStatus::error) {
+      if (waiting_idle) set_idle(false);
+      respond_error(parser_.error().status, parser_.error().message);
+      return false;
+    }
+    std::span<char> space = parser_.read_space();
+    Result<std::size_t> n = stream_->read(space.data(), space.size());
+    if (!n) {
+      if (net::is_timeout(n.error()) && parser_.head_started()) {
+        respond_error(status::request_timeout, "timed out reading the request head");
+      }
+      return false;
+    }
+    if (*n == 0) return false;
+    parser_.commit(*n);
+    if (waiting_idle) {
+      // The first byte of a request: from now on the head has read_header_timeout.
+      waiting_idle = false;
+      set_idle(false);
+      if (!first) stream_->set_read_deadline(deadline_in(options.read_header_timeout));
+    }
+  }
+  if (waiting_idle) set_idle(false);
+  return true;
+}
+
+void ServerConn::serve_request() {
+  const ServerOptions& options = server_->options;
+  if (!RequestAccess::prepare(request_, parser_, remote_, this)) {
+    respond_error(status::bad_request, "invalid percent-encoding in the request path");
+    keep_going_ = false;
+    return;
+  }
+  bool keep_alive = parser_.keep_alive() && !parser_.upgrade();
+  ResponseAccess::begin(writer_, this, parser_.version_minor(), parser_.is_head_method(), keep_alive,
+                        options.write_buffer_size);
+  continue_sent_ = false;
+  close_after_ = false;
+  body_error_ = {};
+  stream_->set_read_deadline(deadline_in(options.read_body_timeout));
+  stream_->set_write_deadline(deadline_in(options.write_timeout));
+
+  try {
+    server_->handler(request_, writer_);
+  } catch (const std::exception& e) {
+    handler_failed(e.what());
+  } catch (...) {
+    handler_failed("unknown exception");
+  }
+
+  if (ResponseAccess::finish(writer_)) {
+    keep_going_ = false;
+    stream_->close();
+    return;
+  }
+  bool keep = ResponseAccess::keep_alive(writer_) && !close_after_;
+  if (keep && !parser_.message_complete()) {
+    // A client that asked for 100-continue and got none may or may not send the body:
+    // the connection's framing is unknown, so it ends.
+    keep = !(parser_.expect_continue() && !continue_sent_) && drain();
+  }
+  keep = keep && !server_->closing.load(std::memory_order_acquire);
+  keep_going_ = keep;
+  if (!keep) linger_close();
+}
+
+void ServerConn::handler_failed(const char* what) {
+  std::string message = "handler for ";
+  message.append(request_.method());
+  message.push_back(' ');
+  message.append(request_.target());
+  message.append(" threw: ");
+  message.append(what);
+  server_->log_error(message);
+  close_after_ = true;
+  if (writer_.headers_sent()) {
+    ResponseAccess::abandon(writer_);
+  } else {
+    ResponseAccess::set_keep_alive(writer_, false);
+    ResponseAccess::discard(writer_);
+    writer_.text("500 Internal Server Error\n", status::internal_server_error);
+  }
+}
+
+void ServerConn::respond_error(int status, std::string_view message) {
+  build_error_response(scratch_, status, message);
+  stream_->set_write_deadline(net::deadline_after(
+      server_->options.write_timeout.count() > 0 ? server_->options.write_timeout
+                                                 : std::chrono::nanoseconds(kErrorWriteTimeout)));
+  Result<std::size_t> n = stream_->write(scratch_.data(), scratch_.size());
+  if (n) linger_close();
+}
+
+// Closes after a response, without letting unread input turn the close into a reset:
+// send FIN, then read and discard what is still coming for a short while.
+void ServerConn::linger_close() {
+  keep_going_ = false;
+  if (auto* conn = dynamic_cast<net::Conn*>(stream_.get())) {
+    if (parser_.message_complete() && parser_.buffered() == 0) {
+      stream_->close();
+      return;
+    }
+    conn->shutdown_write();
+    stream_->set_read_deadline(net::deadline_after(kLingerTime));
+    char sink[4096];
+    std::size_t total = 0;
+    while (total < kLingerBytes) {
+      Result<std::size_t> n = stream_->read(sink, sizeof sink);
+      if (!n || *n == 0) break;
+      total += *n;
+    }
+  }
+  stream_->close();
+}
+
+bool ServerConn::drain() {
+  std::size_t drained = 0;
+  stream_->set_read_deadline(deadline_in(server_->options.read_header_timeout));
+  for (;;) {
+    drained += parser_.skip(parser_.available());
+    if (parser_.message_complete()) return true;
+    if (drained > server_->options.max_drain_bytes) return false;
+    ParseStatus parsed = parser_.parse_body();
+    if (parsed == ParseStatus::error) return false;
+    if (parsed == ParseStatus::complete || parser_.available() > 0) continue;
+    std::span<char> space = parser_.read_space();
+    Result<std::size_t> n = stream_->read(space.data(), space.size());
+    if (!n || *n == 0) return false;
+    parser_.commit(*n);
+  }
+}
+
+std::error_code ServerConn::body_failed(const ParseError& error) {
+  close_after_ = true;
+  ResponseAccess::set_keep_alive(writer_, false);
+  if (!writer_.headers_sent()) {
+    // Answer now (413 / 400 / 431), whatever the handler does with the error.
+    build_error_response(scratch_, error.status, error.message);
+    iovec iov{scratch_.data(), scratch_.size()};
+    write_out(&iov, 1);
+    ResponseAccess::mark_finished(writer_);
+  }
+  body_error_ = error.status == status::payload_too_large ? make_error_code(errc::body_too_large)
+                                                          : make_error_code(errc::malformed_body);
+  return body_error_;
+}
+
+Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
+  if (body_error_) return body_error_;
+  for (;;) {
+    if (parser_.available() > 0) return parser_.take(buf, len);
+    if (parser_.message_complete()) return std::size_t{0};
+    ParseStatus parsed = parser_.parse_body();
+    if (parsed == ParseStatus::error) return body_failed(parser_.error());
+    if (parsed == ParseStatus::complete || parser_.available() > 0) continue;
+    if (parser_.expect_continue() && !continue_sent_ && !writer_.headers_sent()) {
+      continue_sent_ = true;
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      iovec iov{const_cast<char*>(kContinue), sizeof kContinue - 1};
+      if (std::error_code ec = write_out(&iov, 1)) {
+        body_error_ = ec;
+        return ec;
+      }
+    }
+    std::span<char> space = parser_.read_space();
+    Result<std::size_t> n = stream_->read(space.data(), space.size());
+    if (!n) {
+      close_after_ = true;
+      body_error_ = n.error();
+      return body_error_;
+    }
+    if (*n == 0) {
+      close_after_ = true;
+      peer_gone_ = true;
+      body_error_ = make_error_code(errc::unexpected_eof);
+      return body_error_;
+    }
+    parser_.commit(*n);
+  }
+}
+
+bool ServerConn::reusable() {
+  if (close_after_ || server_->closing.load(std::memory_order_acquire)) return false;
+  if (parser_.message_complete()) return true;
+  // Go's rule: a client that asked for 100-continue and got none may or may not send
+  // the body, so the connection's framing is lost; a known remainder too large to
+  // drain closes it as well.
+  if (parser_.expect_continue() && !continue_sent_) return false;
+  std::int64_t length = parser_.content_length();
+  return length < 0 ||
+         static_cast<std::uint64_t>(length) - parser_.body_bytes() <= server_->options.max_drain_bytes;
+}
+
+void ServerConn::interrupt_reads() {
+  // Any time in the past other than the "no deadline" epoch expires waiting reads.
+  stream_->set_read_deadline(net::Deadline(std::chrono::nanoseconds(1)));
+}
+
+bool ServerConn::client_gone() {
+  if (peer_gone_) return true;
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) peer_gone_ = true;
+  return peer_gone_;
+}
+
+std::error_code ServerConn::write_out(const iovec* iov, int count) {
+  Result<std::size_t> n = stream_->writev(iov, count);
+  if (n) return {};
+  close_after_ = true;
+  std::error_code ec = n.error();
+  if (ec == std::errc::broken_pipe || ec == std::errc::connection_reset) peer_gone_ = true;
+  return ec;
+}
+
+}  // namespace detail
+
+Server::Server(ServerOptions options, Handler handler) : impl_(std::make_shared<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() = default;
+
+namespace {
+
+void start_conn(const std::shared_ptr<Server::Impl>& impl, std::unique_ptr<net::Stream> stream) {
+  auto conn = std::make_unique<detail::ServerConn>(impl, std::move(stream));
+  goro::go(GoOptions{.stack_size = impl->options.stack_size, .name = "http conn"},
+           [conn = std::move(conn)]() mutable {
+             conn->serve();
+             conn.reset();
+           });
+}
+
+// Errors accept() may return that concern one connection, not the listener.
+bool transient_accept_error(std::error_code ec) {
+  return ec == std::errc::connection_aborted || ec == std::errc::connection_reset ||
+         ec == std::errc::protocol_error || ec == std::errc::interrupted;
+}
+
+template <class L, class Wrap>
+std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listener,
+                            net::Listener& inner, Wrap wrap) {
+  {
+    std::lock_guard lock(impl->mu);
+    if (impl->shutting_down) return errc::server_closed;
+    impl->listeners.insert(&inner);
+  }
+  std::error_code result;
+  for (;;) {
+    auto conn = listener.accept();
+    if (conn) {
+      start_conn(impl, wrap(std::move(*conn)));
+      continue;
+    }
+    if (transient_accept_error(conn.error())) continue;
+    std::lock_guard lock(impl->mu);
+    result = impl->shutting_down ? make_error_code(errc::server_closed) : conn.error();
+    break;
+  }
+  std::lock_guard lock(impl->mu);
+  impl->listeners.erase(&inner);
+  return result;
+}
+
+}  // namespace
+
+std::error_code Server::serve(net::Listener& listener) {
+  return accept_loop(impl_, listener, listener, [](net::Conn&& c) -> std::unique_ptr<net::Stream> {
+    return std::make_unique<net::Conn>(std::move(c));
+  });
+}
+
+std::error_code Server::serve(net::TlsListener& listener) {
+  return accept_loop(impl_, listener, listener.inner(),
+                     [](net::TlsConn&& c) -> std::unique_ptr<net::Stream> {
+                       return std::make_unique<net::TlsConn>(std::move(c));
+                     });
+}
+
+void Server::serve_conn(std::unique_ptr<net::Stream> stream) {
+  detail::ServerConn conn(impl_, std::move(stream));
+  conn.serve();
+}
+
+std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline) {
+  goro::Chan<int> drained;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->shutting_down = true;
+    impl_->closing.store(true, std::memory_order_release);
+    for (net::Listener* l : impl_->listeners) l->close();
+    for (detail::ServerConn* c : impl_->conns) {
+      if (c->idle()) c->close_stream();
+    }
+    if (impl_->conns.empty()) return {};
+    impl_->drained = drained;
+  }
+  auto left = deadline - std::chrono::steady_clock::now();
+  if (left > std::chrono::nanoseconds::zero() &&
+      goro::select(goro::recv_case(drained), goro::timeout_case(left)) == 0) {
+    return {};
+  }
+  std::lock_guard lock(impl_->mu);
+  if (impl_->conns.empty()) return {};
+  for (detail::ServerConn* c : impl_->conns) c->close_stream();
+  return errc::shutdown_timeout;
+}
+
+std::size_t Server::connection_count() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->conns.size();
+}
+
+std::error_code listen_and_serve(std::string_view address, Handler handler) {
+  Result<net::Listener> listener = net::listen("tcp", address);
+  if (!listener) return listener.error();
+  Server server(std::move(handler));
+  return server.serve(*listener);
+}
+
+std::error_code listen_and_serve_tls(std::string_view address, std::string_view cert_file,
+                                     std::string_view key_file, Handler handler) {
+  net::TlsConfig config;
+  config.certificates.push_back({std::string(cert_file), std::string(key_file)});
+  config.alpn = {"http/1.1"};
+  Result<std::shared_ptr<net::TlsContext>> context = net::TlsContext::server(config);
+  if (!context) return context.error();
+  Result<net::TlsListener> listener = net::tls_listen("tcp", address, *context);
+  if (!listener) return listener.error();
+  Server server(std::move(handler));
+  return server.serve(*listener);
+}
+
+}  // namespace goro::http

@@ -1,0 +1,342 @@
+// The parsing engine on byte buffers: framing, limits, pipelining, in-place chunk
+// decoding, with every input split into pieces of every size.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "message_parser.hpp"
+
+namespace goro::http::detail {
+namespace {
+
+using Mode = MessageParser::Mode;
+
+// Feeds input to p in pieces of at most step bytes until the head is parsed or fails.
+ParseStatus feed_head(MessageParser& p, std::string_view& input, std::size_t step) {
+  for (;;) {
+    ParseStatus st = p.parse_head();
+    if (st != ParseStatus::need_more || input.empty()) return st;
+    std::span<char> space = p.read_space();
+    std::size_t n = std::min({space.size(), step, input.size()});
+    std::memcpy(space.data(), input.data(), n);
+    p.commit(n);
+    input.remove_prefix(n);
+  }
+}
+
+// Reads the whole body, feeding input in pieces of at most step bytes, taking at most
+// take_step bytes at a time. Returns false on a parse error or missing input.
+bool read_body(MessageParser& p, std::string_view& input, std::size_t step, std::string& out,
+               std::size_t take_step = 7) {
+  for (;;) {
+    if (p.available() > 0) {
+      char buf[64];
+      std::size_t n = p.take(buf, std::min(take_step, sizeof buf));
+      out.append(buf, n);
+      continue;
+    }
+    if (p.message_complete()) return true;
+    ParseStatus st = p.parse_body();
+    if (st == ParseStatus::error) return false;
+    if (st == ParseStatus::complete || p.available() > 0) continue;
+    if (input.empty()) return false;
+    std::span<char> space = p.read_space();
+    EXPECT_FALSE(space.empty());
+    std::size_t n = std::min({space.size(), step, input.size()});
+    std::memcpy(space.data(), input.data(), n);
+    p.commit(n);
+    input.remove_prefix(n);
+  }
+}
+
+struct Outcome {
+  ParseStatus status;
+  int error_status = 0;
+  std::string error;
+};
+
+Outcome parse_one(std::string_view input, ParserLimits limits = {}) {
+  MessageParser p(Mode::request, limits, 256);
+  ParseStatus st = feed_head(p, input, input.size() + 1);
+  if (st == ParseStatus::complete) {
+    std::string body;
+    if (!read_body(p, input, 1024, body)) st = p.error().status ? ParseStatus::error : ParseStatus::need_more;
+  }
+  return {st, p.error().status, p.error().message};
+}
+
+int status_of(std::string_view input, ParserLimits limits = {}) {
+  Outcome o = parse_one(input, limits);
+  return o.status == ParseStatus::error ? o.error_status : (o.status == ParseStatus::complete ? 200 : 0);
+}
+
+TEST(Parser, SimpleGetEverySplit) {
+  const std::string req =
+      "GET /a%20b?x=1&y=2 HTTP/1.1\r\nHost: example.com\r\nX-Empty:\r\n"
+      "X-Spaces:   v  w  \r\nAccept: */*\r\n\r\n";
+  for (std::size_t step = 1; step <= req.size(); ++step) {
+    MessageParser p(Mode::request, {}, 16);
+    std::string_view in = req;
+    ASSERT_EQ(feed_head(p, in, step), ParseStatus::complete) << "step " << step;
+    EXPECT_EQ(p.method(), "GET");
+    EXPECT_EQ(p.target(), "/a%20b?x=1&y=2");
+    EXPECT_EQ(p.version_major(), 1);
+    EXPECT_EQ(p.version_minor(), 1);
+    ASSERT_EQ(p.headers().size(), 4u);
+    EXPECT_EQ(p.header("host"), "example.com");
+    EXPECT_EQ(p.header("X-EMPTY"), "");
+    EXPECT_EQ(p.header("x-spaces"), "v  w");
+    EXPECT_EQ(p.headers()[3].name, "Accept");
+    EXPECT_TRUE(p.keep_alive());
+    EXPECT_TRUE(p.message_complete());
+    EXPECT_EQ(p.content_length(), 0);
+  }
+}
+
+TEST(Parser, PipelinedRequestsInOrderEverySplit) {
+  const std::string reqs =
+      "POST /one HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+      "POST /two HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\n"
+      "GET /three HTTP/1.1\r\nHost: h\r\n\r\n";
+  for (std::size_t step = 1; step <= reqs.size(); step += (step < 40 ? 1 : 13)) {
+    MessageParser p(Mode::request, {}, 32);
+    std::string_view in = reqs;
+    std::string body;
+    ASSERT_EQ(feed_head(p, in, step), ParseStatus::complete);
+    EXPECT_EQ(p.target(), "/one");
+    EXPECT_EQ(p.content_length(), 5);
+    ASSERT_TRUE(read_body(p, in, step, body));
+    EXPECT_EQ(body, "hello");
+    p.next_message();
+    ASSERT_EQ(feed_head(p, in, step), ParseStatus::complete);
+    EXPECT_EQ(p.target(), "/two");
+    EXPECT_TRUE(p.chunked());
+    EXPECT_EQ(p.content_length(), -1);
+    body.clear();
+    ASSERT_TRUE(read_body(p, in, step, body)) << p.error().message;
+    EXPECT_EQ(body, "abc0123456789abcdef");
+    p.next_message();
+    ASSERT_EQ(feed_head(p, in, step), ParseStatus::complete);
+    EXPECT_EQ(p.target(), "/three");
+    EXPECT_TRUE(p.message_complete());
+    EXPECT_TRUE(in.empty());
+    p.next_message();
+    EXPECT_EQ(p.buffered(), 0u);
+  }
+}
+
+TEST(Parser, LargeChunkedBodyThroughSmallBuffer) {
+  std::string req = "PUT /big HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string expected;
+  for (int i = 0; i < 3000; ++i) {
+    std::string piece(static_cast<std::size_t>(i % 97 + 1), static_cast<char>('a' + i % 26));
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+    req += size + piece + "\r\n";
+    expected += piece;
+  }
+  req += "0\r\n\r\n";
+  MessageParser p(Mode::request, {}, 64);
+  std::string_view in = req;
+  ASSERT_EQ(feed_head(p, in, 4096), ParseStatus::complete);
+  std::string body;
+  ASSERT_TRUE(read_body(p, in, 4096, body, 1000));
+  EXPECT_EQ(body, expected);
+  EXPECT_LT(p.capacity(), 64u * 1024);  // the body window is reused, not grown
+}
+
+TEST(Parser, LeadingEmptyLinesIgnored) {
+  EXPECT_EQ(status_of("\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"), 200);
+}
+
+TEST(Parser, HostRules) {
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.0\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n"), 400);
+}
+
+TEST(Parser, SmugglingAttempts) {
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+            400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                      "Content-Length: 3\r\n\r\n0\r\n\r\n"),
+            400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"),
+            400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\nabc"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +3\r\n\r\nabc"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n"), 400);  // obs-fold
+  EXPECT_EQ(status_of("GET / HTTP/1.1\nHost: h\n\n"), 400);                      // bare LF
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\x01\r\n\r\n"), 400);
+}
+
+TEST(Parser, TransferEncodingRules) {
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+            501);
+  EXPECT_EQ(status_of("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n"), 200);
+}
+
+TEST(Parser, BadChunks) {
+  const char* head = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  EXPECT_EQ(status_of(std::string(head) + "3x\r\nabc\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(status_of(std::string(head) + "-1\r\n"), 400);
+  EXPECT_EQ(status_of(std::string(head) + "ffffffffffffffffff\r\n"), 400);
+  EXPECT_EQ(status_of(std::string(head) + "3\r\nabcX\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(status_of(std::string(head) + "3\nabc\n0\n\n"), 400);
+  EXPECT_EQ(status_of(std::string(head) + " 3\r\nabc\r\n0\r\n\r\n"), 400);
+}
+
+TEST(Parser, Versions) {
+  EXPECT_EQ(status_of("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
+  EXPECT_EQ(status_of("GET / HTTP/1.2\r\nHost: h\r\n\r\n"), 505);
+  EXPECT_EQ(status_of("GET / HTTP/0.9\r\n\r\n"), 505);
+  EXPECT_EQ(status_of("GET / HTTP/3.0\r\nHost: h\r\n\r\n"), 505);
+}
+
+TEST(Parser, Methods) {
+  EXPECT_EQ(status_of("FOO / HTTP/1.1\r\nHost: h\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("DESCRIBE / HTTP/1.1\r\nHost: h\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("PATCH / HTTP/1.1\r\nHost: h\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("get / HTTP/1.1\r\nHost: h\r\n\r\n"), 501);
+}
+
+TEST(Parser, Limits) {
+  ParserLimits limits{100, 200, 50};
+  EXPECT_EQ(status_of("GET /" + std::string(99, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), 200);
+  EXPECT_EQ(status_of("GET /" + std::string(100, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), 414);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(200, 'a') + "\r\n\r\n", limits), 431);
+  std::string many = "GET / HTTP/1.1\r\nHost: h\r\n";
+  for (int i = 0; i < 100; ++i) many += "A:\r\n";
+  EXPECT_EQ(status_of(many + "\r\n", limits), 431);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n" + std::string(50, 'x'), limits), 200);
+  // Content-Length over the limit fails at the head, before any body byte.
+  Outcome o = parse_one("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 51\r\n\r\n", limits);
+  EXPECT_EQ(o.status, ParseStatus::error);
+  EXPECT_EQ(o.error_status, 413);
+  // A chunked body fails as soon as it grows past the limit.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "20\r\n" + std::string(32, 'x') + "\r\n20\r\n" + std::string(32, 'x') + "\r\n",
+                      limits),
+            413);
+  // Trailers count against the header limit.
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: " +
+                      std::string(300, 't') + "\r\n\r\n", limits),
+            431);
+}
+
+TEST(Parser, LimitsHoldAgainstEndlessInput) {
+  ParserLimits limits{100, 200, 50};
+  MessageParser p(Mode::request, limits, 64);
+  std::string junk(1 << 20, '\n');
+  std::string_view in = junk;
+  // Only empty lines: llhttp skips them without a callback; the size guard stops it.
+  for (int i = 0; i < 1000 && p.parse_head() == ParseStatus::need_more && !in.empty(); ++i) {
+    std::span<char> s = p.read_space();
+    std::size_t n = std::min(s.size(), in.size());
+    std::memcpy(s.data(), in.data(), n);
+    p.commit(n);
+    in.remove_prefix(n);
+  }
+  EXPECT_EQ(p.parse_head(), ParseStatus::error);
+  EXPECT_LT(p.capacity(), 4096u);
+}
+
+TEST(Parser, ExpectAndConnection) {
+  MessageParser p(Mode::request, {}, 256);
+  std::string req = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+  std::string_view in = req;
+  ASSERT_EQ(feed_head(p, in, 1000), ParseStatus::complete);
+  EXPECT_TRUE(p.expect_continue());
+  EXPECT_FALSE(p.message_complete());
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nExpect: something-else\r\n\r\n"), 417);
+
+  MessageParser q(Mode::request, {}, 256);
+  std::string r10 = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+  in = r10;
+  ASSERT_EQ(feed_head(q, in, 1000), ParseStatus::complete);
+  EXPECT_TRUE(q.keep_alive());
+  MessageParser r(Mode::request, {}, 256);
+  std::string r10c = "GET / HTTP/1.0\r\n\r\n";
+  in = r10c;
+  ASSERT_EQ(feed_head(r, in, 1000), ParseStatus::complete);
+  EXPECT_FALSE(r.keep_alive());
+  MessageParser s(Mode::request, {}, 256);
+  std::string r11c = "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+  in = r11c;
+  ASSERT_EQ(feed_head(s, in, 1000), ParseStatus::complete);
+  EXPECT_FALSE(s.keep_alive());
+}
+
+TEST(Parser, ResponseMode) {
+  std::string resp =
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+  MessageParser p(Mode::response, {}, 64);
+  std::string_view in = resp;
+  ASSERT_EQ(feed_head(p, in, 5), ParseStatus::complete);
+  EXPECT_EQ(p.status_code(), 100);
+  EXPECT_TRUE(p.message_complete());
+  p.next_message();
+  ASSERT_EQ(feed_head(p, in, 5), ParseStatus::complete);
+  EXPECT_EQ(p.status_code(), 200);
+  EXPECT_EQ(p.status_text(), "OK");
+  std::string body;
+  ASSERT_TRUE(read_body(p, in, 5, body));
+  EXPECT_EQ(body, "abc");
+  p.next_message();
+  ASSERT_EQ(feed_head(p, in, 5), ParseStatus::complete);
+  body.clear();
+  ASSERT_TRUE(read_body(p, in, 5, body));
+  EXPECT_EQ(body, "hi");
+
+  // A body delimited by the end of the connection.
+  MessageParser q(Mode::response, {}, 64);
+  std::string eof = "HTTP/1.0 200 OK\r\n\r\nuntil close";
+  in = eof;
+  ASSERT_EQ(feed_head(q, in, 100), ParseStatus::complete);
+  EXPECT_EQ(q.content_length(), -1);
+  body.clear();
+  EXPECT_FALSE(read_body(q, in, 100, body));  // input ran out: the caller sees EOF
+  EXPECT_EQ(q.finish_on_eof(), ParseStatus::complete);
+  body.append(q.peek_body());
+  EXPECT_EQ(body, "until close");
+
+  // A response to HEAD has no body, whatever Content-Length says.
+  MessageParser h(Mode::response, {}, 64);
+  h.set_response_to_head(true);
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+  in = head;
+  ASSERT_EQ(feed_head(h, in, 100), ParseStatus::complete);
+  EXPECT_TRUE(h.message_complete());
+  h.next_message();
+  h.set_response_to_head(false);
+  ASSERT_EQ(feed_head(h, in, 100), ParseStatus::complete);
+  EXPECT_EQ(h.status_code(), 204);
+}
+
+TEST(Parser, BufferReturnsToSmallAfterBigHead) {
+  MessageParser p(Mode::request, {}, 1024);
+  std::string req = "GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(60000, 'a') + "\r\n\r\n";
+  std::string_view in = req;
+  ASSERT_EQ(feed_head(p, in, 100000), ParseStatus::complete);
+  EXPECT_GT(p.capacity(), 60000u);
+  p.next_message();
+  EXPECT_EQ(p.capacity(), 1024u);
+}
+
+}  // namespace
+}  // namespace goro::http::detail
