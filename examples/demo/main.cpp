@@ -6,9 +6,9 @@
 //   GET  /, /plaintext   "Hello, World!" (text/plain)
 //   GET  /json           {"message":"Hello, World!"}
 //   POST /echo           the request body, with its Content-Type
-//   GET  /sleep?ms=N     parks the goroutine N ms (goro::sleep): costs no thread
+//   GET  /sleep?ms=N     parks the goroutine N ms (goro::sleep), then "ok": costs no thread
 //   GET  /block?ms=N     a real blocking syscall (nanosleep) inside goro::blocking: the
-//                        runtime hands the P to another thread meanwhile
+//                        runtime hands the P to another thread meanwhile; then "ok"
 //   GET  /cpu?ms=N       N ms of CPU without any runtime call (preemption at work)
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /static/...     files under --root (when given)
@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string>
 
 namespace http = goro::http;
@@ -33,12 +34,18 @@ volatile std::sig_atomic_t stop_requested = 0;
 
 void on_signal(int) { stop_requested = 1; }
 
-long query_number(http::Request& req, std::string_view name, long fallback, long max) {
+// The integer query parameter `name`: `fallback` when absent, capped at `max`;
+// nullopt (and a 400 naming the problem already written) when it is not a number.
+std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, std::string_view name,
+                                 long fallback, long max) {
   std::optional<std::string> v = req.query(name);
   if (!v) return fallback;
   char* end = nullptr;
   long n = std::strtol(v->c_str(), &end, 10);
-  if (end == v->c_str() || n < 0) return fallback;
+  if (v->empty() || *end != '\0' || n < 0) {
+    w.text("400 Bad Request: query parameter " + std::string(name) + " must be a non-negative integer\n", 400);
+    return std::nullopt;
+  }
   return n > max ? max : n;
 }
 
@@ -58,34 +65,38 @@ http::Router make_router(const std::string& root) {
     w.write(*body);
   });
   r.handle("GET /sleep", [](http::Request& req, http::ResponseWriter& w) {
-    long ms = query_number(req, "ms", 100, 60'000);
-    goro::sleep(std::chrono::milliseconds(ms));
-    w.text("slept " + std::to_string(ms) + " ms\n");
+    std::optional<long> ms = query_number(req, w, "ms", 100, 60'000);
+    if (!ms) return;
+    goro::sleep(std::chrono::milliseconds(*ms));
+    w.text("ok");
   });
   r.handle("GET /block", [](http::Request& req, http::ResponseWriter& w) {
-    long ms = query_number(req, "ms", 100, 60'000);
-    goro::blocking([ms] {
+    std::optional<long> ms = query_number(req, w, "ms", 100, 60'000);
+    if (!ms) return;
+    goro::blocking([ms = *ms] {
       timespec ts{ms / 1000, (ms % 1000) * 1'000'000};
       while (nanosleep(&ts, &ts) != 0) {
       }
     });
-    w.text("blocked " + std::to_string(ms) + " ms\n");
+    w.text("ok");
   });
   r.handle("GET /cpu", [](http::Request& req, http::ResponseWriter& w) {
-    long ms = query_number(req, "ms", 10, 10'000);
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    std::optional<long> ms = query_number(req, w, "ms", 10, 10'000);
+    if (!ms) return;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(*ms);
     unsigned long long spins = 0;
     while (std::chrono::steady_clock::now() < until) ++spins;  // no runtime call
-    w.text("spun " + std::to_string(spins) + " times in " + std::to_string(ms) + " ms\n");
+    w.text("spun " + std::to_string(spins) + " times in " + std::to_string(*ms) + " ms\n");
   });
   r.handle("GET /stream", [](http::Request& req, http::ResponseWriter& w) {
-    long n = query_number(req, "n", 5, 100'000);
+    std::optional<long> n = query_number(req, w, "n", 5, 100'000);
+    if (!n) return;
     w.header().set("Content-Type", "text/plain; charset=utf-8");
-    for (long i = 0; i < n; ++i) {
+    for (long i = 0; i < *n; ++i) {
       if (w.write("chunk " + std::to_string(i) + "\n") || w.flush()) return;  // client gone
     }
   });
-  r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok\n"); });
+  r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
   if (!root.empty()) r.handle("GET /static/{path...}", http::file_server(root));
   return r;
 }
