@@ -419,6 +419,8 @@ void mthread_main(M* m);
 
 void setup_thread(M* m) {
   tls_m = m;
+  m->errno_slot = &errno;
+  m->eh_slot = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
   // Threads started from sysmon inherit its signal mask, which blocks the preemption
   // signal: every M must receive it.
   sigset_t preempt_signal;
@@ -593,18 +595,21 @@ namespace {
   std::abort();
 }
 
-// Exchanges the thread's C++ exception state (EhState) for the entering context's.
-// noinline for the same reason as restore_errno: __cxa_get_globals is declared const
-// and returns thread-local memory.
-__attribute__((noinline)) void eh_swap(EhState* leaving, const EhState* entering) {
-  auto* globals = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
-  *leaving = *globals;
-  *globals = *entering;
+// Saves the leaving context's errno and C++ exception state from this thread (m's)
+// and installs the entering context's. Through pointers looked up once per thread:
+// errno and __cxa_get_globals() are thread-local, and the compiler may not reuse an
+// address computed before a switch, after which a G can be on another thread.
+inline void swap_thread_state(M* m, int* leaving_errno, EhState* leaving_eh,
+                              const EhState* entering_eh) {
+  *leaving_errno = *m->errno_slot;
+  *leaving_eh = *m->eh_slot;
+  *m->eh_slot = *entering_eh;
 }
 
 // g0 -> g. Returns when g switches back to g0.
 void switch_to_g(M* m, G* g) {
-  eh_swap(&m->g0_eh, &g->eh);
+  int g0_errno;
+  swap_thread_state(m, &g0_errno, &m->g0_eh, &g->eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(&m->asan_fake_stack, g->stack.lo, g->stack.size());
 #endif
@@ -615,6 +620,7 @@ void switch_to_g(M* m, G* g) {
 #if defined(GORO_ASAN)
   __sanitizer_finish_switch_fiber(m->asan_fake_stack, nullptr, nullptr);
 #endif
+  *m->errno_slot = g0_errno;
 }
 
 // Runs on a goroutine right after it was switched to: finishes a direct yield of the
@@ -646,22 +652,13 @@ inline void after_resume(M* m) {
   }
 }
 
-// errno lives in thread-local storage and glibc declares __errno_location const, so
-// the compiler may reuse its result across goro_switch — after which the G can be on
-// another thread. Restoring through a function it cannot inline recomputes it.
-__attribute__((noinline)) void restore_errno(int value) {
-  asm volatile("" ::: "memory");
-  errno = value;
-}
-
 // g -> its M's g0, telling g0 why. Returns when some M runs g again.
 void switch_to_g0(G* g, SwitchReason reason) {
   M* m = g->m;
   m->switch_reason = reason;
-  g->saved_errno = errno;
   char probe;
   if (!stack_ok(g->stack, &probe, g->low_water, reason == SwitchReason::exit)) stack_overflow(g);
-  eh_swap(&g->eh, &m->g0_eh);
+  swap_thread_state(m, &g->saved_errno, &g->eh, &m->g0_eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(reason == SwitchReason::exit ? nullptr : &g->asan_fake_stack,
                                  m->g0_stack_lo, m->g0_stack_size);
@@ -674,7 +671,7 @@ void switch_to_g0(G* g, SwitchReason reason) {
   __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
 #endif
   after_resume(g->m);
-  restore_errno(g->saved_errno);
+  *g->m->errno_slot = g->saved_errno;
 }
 
 // Fast path of yield and park: picks the next G of the local queue and switches to it
@@ -702,10 +699,9 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   m->curg.store(next, std::memory_order_release);
   next->m = m;
   next->status.store(GStatus::running, std::memory_order_relaxed);
-  g->saved_errno = errno;
   char probe;
   if (!stack_ok(g->stack, &probe, g->low_water, false)) stack_overflow(g);
-  eh_swap(&g->eh, &next->eh);
+  swap_thread_state(m, &g->saved_errno, &g->eh, &next->eh);
 #if defined(GORO_ASAN)
   __sanitizer_start_switch_fiber(&g->asan_fake_stack, next->stack.lo, next->stack.size());
 #endif
@@ -717,7 +713,7 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   __sanitizer_finish_switch_fiber(g->asan_fake_stack, nullptr, nullptr);
 #endif
   after_resume(g->m);
-  restore_errno(g->saved_errno);
+  *g->m->errno_slot = g->saved_errno;
   return true;
 }
 
@@ -730,6 +726,7 @@ void g_main(void* arg) {
   __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
   after_resume(g->m);
+  *g->m->errno_slot = 0;
   g->in_runtime = 0;
   try {
     g->entry(g->closure);

@@ -84,6 +84,10 @@ struct M {
   std::uint64_t rand_state = 0;
   void* g0_sp = nullptr;               // g0's saved stack pointer while a G runs
   EhState g0_eh;                       // g0's exception state while a G runs
+  // This thread's errno and C++ exception state, looked up once (setup_thread): a
+  // switch saves and restores them through these pointers, with no call.
+  int* errno_slot = nullptr;
+  EhState* eh_slot = nullptr;
   // What the G that just switched to g0 wants done (see SwitchReason).
   SwitchReason switch_reason = SwitchReason::park;
   ParkCommit park_commit = nullptr;

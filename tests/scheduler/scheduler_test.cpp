@@ -368,6 +368,29 @@ TEST(SchedulerTimers, FireBehindAGoroutineThatKeepsYielding) {
       goro::Config{.maxprocs = 1});
 }
 
+// errno belongs to the goroutine: it survives a park that moves it to another thread,
+// and other goroutines running meanwhile do not see or clobber it.
+TEST_P(Scheduler, ErrnoIsKeptPerGoroutine) {
+  run([] {
+    const int n = 16;
+    std::atomic<int> wrong{0};
+    goro::WaitGroup wg;
+    wg.add(n);
+    for (int i = 0; i < n; ++i)
+      goro::go([&, i] {
+        for (int round = 0; round < 200; ++round) {
+          errno = 1000 + i;
+          if (round % 3 == 0) goro::sleep(std::chrono::microseconds(50));
+          else goro::yield();
+          if (errno != 1000 + i) wrong++;
+        }
+        wg.done();
+      });
+    wg.wait();
+    EXPECT_EQ(wrong.load(), 0);
+  });
+}
+
 // sleep(0) and negative durations just yield.
 TEST_P(Scheduler, SleepZeroYields) {
   run([] {
