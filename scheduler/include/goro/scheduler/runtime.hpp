@@ -7,6 +7,10 @@
 // Thread-local hazards: a G may resume on a different OS thread after any goro call
 // that can block, so `thread_local` variables are per-thread, not per-goroutine, and a
 // std::mutex must not be held across a goro call that can block (use goro::Mutex).
+// errno and the C++ exception state (std::uncaught_exceptions, `throw;`) are saved with
+// the goroutine across every switch. One caveat for errno: glibc declares its accessor
+// const, so inside one function the compiler may keep errno's address from before a
+// goro call; read errno right after the call that set it, not across a goro call.
 #pragma once
 
 #include <chrono>
