@@ -1,0 +1,51 @@
+# Installs the CMake package so that another project can say
+#
+#   find_package(goro 0.1 REQUIRED)            # or: COMPONENTS scheduler net http framework
+#   target_link_libraries(app PRIVATE goro::framework)   # or goro::http, goro::scheduler ...
+#
+# Each layer installs its own library into the export set `goroTargets`
+# (install(TARGETS goro_<layer> EXPORT goroTargets) in <layer>/CMakeLists.txt) and its
+# headers under include/goro/<layer>/. This file, included last by the top-level
+# CMakeLists.txt, writes goroTargets.cmake, goroConfig.cmake and goroConfigVersion.cmake
+# into <prefix>/lib/cmake/goro.
+include(CMakePackageConfigHelpers)
+
+set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
+  "Where goroConfig.cmake is installed, relative to the prefix")
+
+# Which layers are in this build (goroConfig.cmake reports them as components), and
+# which external packages their exported link interfaces name (goroConfig.cmake finds
+# those again in the consumer).
+set(GORO_INSTALLED_COMPONENTS "")
+set(GORO_CONFIG_NEEDS_OPENSSL OFF)
+foreach(layer scheduler net http framework)
+  if(TARGET goro_${layer})
+    list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
+    get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)
+    if(_goro_iface MATCHES "OpenSSL::")
+      set(GORO_CONFIG_NEEDS_OPENSSL ON)
+    endif()
+  endif()
+endforeach()
+unset(_goro_iface)
+
+install(EXPORT goroTargets
+  NAMESPACE goro::
+  FILE goroTargets.cmake
+  DESTINATION ${GORO_INSTALL_CMAKEDIR})
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/goroConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/goroConfig.cmake
+  INSTALL_DESTINATION ${GORO_INSTALL_CMAKEDIR})
+
+# 0.x: a minor version may break the API, so only the same major.minor is compatible.
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/goroConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+
+install(FILES
+  ${CMAKE_CURRENT_BINARY_DIR}/goroConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/goroConfigVersion.cmake
+  DESTINATION ${GORO_INSTALL_CMAKEDIR})

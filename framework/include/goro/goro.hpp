@@ -1,0 +1,35 @@
+// <goro/goro.hpp>: the one header an application includes first. It brings in the
+// public headers of every goro layer that is part of the build:
+//
+//   scheduler  goro::run, goro::go, goro::sleep, goro::yield, goro::blocking,
+//              Chan and select, Mutex, WaitGroup, Cond, Once, timers
+//   net        Listener, Conn, Dialer, deadlines, TLS            (goro::net)
+//   http       Server, Router, Request, ResponseWriter, Client   (goro::http)
+//
+// Link goro::framework (CMake: find_package(goro) + target_link_libraries(app PRIVATE
+// goro::framework)) and every layer below comes with it. A layer's headers are included
+// only when that layer is in the build (__has_include: its include folder is on the
+// path), so an application that needs only the runtime can include this header and
+// link goro::scheduler alone.
+//
+// Headers of one layer can also be included one by one: <goro/scheduler/chan.hpp>, ...
+#pragma once
+
+// ---- scheduler (always there) ---------------------------------------------------
+#include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/select.hpp>
+#include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/waitgroup.hpp>
+#include <goro/scheduler/cond.hpp>
+#include <goro/scheduler/once.hpp>
+
+// ---- net -------------------------------------------------------------------------
+#if __has_include(<goro/net/net.hpp>)
+#include <goro/net/net.hpp>
+#endif
+
+// ---- http ------------------------------------------------------------------------
+#if __has_include(<goro/http/http.hpp>)
+#include <goro/http/http.hpp>
+#endif

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# goro's system dependencies: Debian 12 (bookworm) packages, and nothing else.
+#
+# This is the only place that lists them. Source it and call
+#
+#   goro_install_deps build      # compilers, CMake, libraries: enough to build everything
+#   goro_install_deps test       # build + what the tests and sanitizer builds need
+#   goro_install_deps loadtest   # test + the load-test peers and tools (Go, nginx, wrk, ...)
+#   goro_install_deps all        # everything above
+#
+# or run it directly: `scripts/deps.sh [group...]` (default: all).
+#
+# Only the packages that `dpkg-query` says are missing get installed, so on a prepared
+# machine this is a no-op that takes well under a second and never touches the network.
+# It needs no TTY and no stdin (CI runs with neither), and runs `apt-get update` only
+# when something is missing. As root it calls apt-get directly; otherwise through sudo.
+
+# Compilers, build tools and the libraries CMake finds at configure time.
+GORO_DEPS_BUILD=(
+  ca-certificates
+  cmake
+  ninja-build
+  pkg-config
+  g++
+  libasio-dev       # the Asio peer server (loadtest/) and nothing else
+  node-llhttp       # HTTP/1.1 parser used by goro::http
+  libssl-dev        # TLS in goro::net
+  libgtest-dev
+  googletest        # GoogleMock sources, GoogleTest CMake config
+  libbenchmark-dev  # micro-benchmarks
+)
+
+# Tests: clang 14 + its sanitizer runtimes for the ASan/UBSan and TSan builds, and the
+# command-line clients some integration tests and the smoke tests use.
+GORO_DEPS_TEST=(
+  clang
+  libclang-rt-14-dev
+  curl
+  nghttp2-client
+)
+
+# Load tests: the peers goro is compared with and the tools that drive and plot them.
+GORO_DEPS_LOADTEST=(
+  golang-go
+  nginx
+  wrk
+  apache2-utils
+  gnuplot-nox
+)
+
+# Prints the packages of the given groups (build|test|loadtest|all), one per line.
+goro_deps_list() {
+  local group
+  [ "$#" -gt 0 ] || set -- all
+  for group in "$@"; do
+    case "$group" in
+      build) printf '%s\n' "${GORO_DEPS_BUILD[@]}" ;;
+      test) printf '%s\n' "${GORO_DEPS_BUILD[@]}" "${GORO_DEPS_TEST[@]}" ;;
+      loadtest | all) printf '%s\n' "${GORO_DEPS_BUILD[@]}" "${GORO_DEPS_TEST[@]}" "${GORO_DEPS_LOADTEST[@]}" ;;
+      *)
+        echo "goro_deps_list: unknown group '$group' (build|test|loadtest|all)" >&2
+        return 2
+        ;;
+    esac
+  done | awk '!seen[$0]++'
+}
+
+# Prints the packages of the given groups that are not installed.
+goro_deps_missing() {
+  local pkgs pkg status
+  pkgs=$(goro_deps_list "$@") || return
+  for pkg in $pkgs; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+    [ "$status" = installed ] || printf '%s\n' "$pkg"
+  done
+}
+
+# Installs the packages of the given groups that are missing.
+goro_install_deps() {
+  local missing
+  missing=$(goro_deps_missing "$@") || return
+  if [ -z "$missing" ]; then
+    echo "deps: all goro packages for '${*:-all}' are installed"
+    return 0
+  fi
+  # shellcheck disable=SC2086  # one word per package, on purpose
+  echo "deps: installing missing packages:" $missing
+  local -a sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo -n)
+    else
+      echo "deps: not root and no sudo; install these as root: $missing" >&2
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null || return
+  # shellcheck disable=SC2086
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    $missing </dev/null || return
+  missing=$(goro_deps_missing "$@")
+  if [ -n "$missing" ]; then
+    echo "deps: still missing after apt-get install: $missing" >&2
+    return 1
+  fi
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  case "${1:-}" in
+    --list)
+      shift
+      goro_deps_list "$@"
+      ;;
+    --missing)
+      shift
+      goro_deps_missing "$@"
+      ;;
+    *) goro_install_deps "$@" ;;
+  esac
+fi

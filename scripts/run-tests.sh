@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds goro and runs every test. This is what CI runs
+# (.ci/run calls it). Four stages, each a build of its own under $GORO_BUILD_ROOT:
+#
+#   release   g++, RelWithDebInfo, everything (examples, load-test programs)   all tests
+#   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
+#             (examples and load-test programs are not built: no test runs them)
+#   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          scheduler tests
+#   consumer  installs the release build, builds tests/consumer against it with
+#             find_package(goro) and runs it
+#
+# The last line printed is `N passed, N failed` (`, N skipped` follows when GTEST_SKIP
+# skipped some), summed over every ctest run. A build that fails goes on with what it
+# can build, runs those tests, and counts at least one failed test (a test binary that
+# did not build is a failed <name>_NOT_BUILT test). Exits non-zero on any failure.
+#
+# Environment:
+#   GORO_CI_STAGES   stages to run, space-separated (default: "release asan tsan consumer")
+#   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
+#   GORO_JOBS        compile jobs (default: number of cores)
+#   GORO_CTEST_JOBS  ctest -j for the release stage (default 2; sanitizer stages use 1)
+#   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14)
+#   GORO_SKIP_DEPS=1 do not check/install the Debian packages
+set -uo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+STAGES=${GORO_CI_STAGES:-release asan tsan consumer}
+CTEST_JOBS=${GORO_CTEST_JOBS:-2}
+ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
+TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
+
+total_passed=0
+total_failed=0
+total_skipped=0
+declare -a report=()
+overall_start=$SECONDS
+
+c_compiler_for() {
+  case "$1" in
+    clang++*) printf '%s\n' "clang${1#clang++}" ;;
+    g++*) printf '%s\n' "gcc${1#g++}" ;;
+    *) printf '%s\n' cc ;;
+  esac
+}
+
+# record STAGE STATUS PASSED FAILED SKIPPED STAGE_SECONDS [TEST_SECONDS]
+record() {
+  total_passed=$((total_passed + $3))
+  total_failed=$((total_failed + $4))
+  total_skipped=$((total_skipped + $5))
+  local times
+  times="$(goro_fmt_secs "$6") in all"
+  [ -n "${7:-}" ] && times="$times, build $(goro_fmt_secs $(($6 - $7))), tests $(goro_fmt_secs "$7")"
+  report+=("$(printf '%-9s %-5s %4d passed %4d failed %3d skipped   %s' "$1" "$2" "$3" "$4" "$5" "$times")")
+}
+
+# run_ctest STAGE BUILD_DIR LOG [ctest args...]: runs ctest (under the command in
+# CTEST_WRAPPER, if any) and sets ctest_passed / ctest_failed / ctest_skipped from its
+# closing lines ("X tests failed out of Y", and the "(Skipped)" entries of "The following
+# tests did not run:"; skipped tests are not counted as passed).
+CTEST_WRAPPER=()
+run_ctest() {
+  local stage=$1 dir=$2 log=$3
+  shift 3
+  local rc line total tstart=$SECONDS
+  (cd "$dir" && "${CTEST_WRAPPER[@]}" ctest --output-on-failure --no-tests=error "$@") 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  ctest_secs=$((SECONDS - tstart))
+  line=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+  ctest_skipped=$(awk '/^The following tests did not run:/ { s = 1; next }
+    s && /^[[:space:]]*$/ { s = 0 } s && /\(Skipped\)$/ { n++ } END { print n + 0 }' "$log")
+  if [ -n "$line" ]; then
+    ctest_failed=$(printf '%s\n' "$line" | awk '{print $1}')
+    total=$(printf '%s\n' "$line" | awk '{print $NF}')
+    ctest_passed=$((total - ctest_failed - ctest_skipped))
+    if [ "$rc" -ne 0 ] && [ "$ctest_failed" -eq 0 ]; then
+      echo "$stage: ctest exited $rc with no failed test; counting one failure"
+      ctest_failed=1
+    fi
+  else
+    echo "$stage: ctest ran no test (exit $rc); counting one failure"
+    ctest_passed=0
+    ctest_failed=1
+    ctest_skipped=0
+  fi
+}
+
+# build_and_test STAGE DIR "TARGETS" CTEST_ARGS...: builds DIR (configured already),
+# going on past failures, then runs ctest on whatever was built. A failed build makes
+# at least one failed test (a test binary that did not build is a failed <name>_NOT_BUILT
+# test in ctest already; a library or example that did not build adds one). Sets
+# stage_build_ok.
+build_and_test() {
+  local stage=$1 dir=$2 build_targets=$3
+  shift 3
+  stage_build_ok=1
+  # shellcheck disable=SC2086  # build_targets: a space-separated list, possibly empty
+  if ! GORO_KEEP_GOING=1 goro_build "$dir" $build_targets; then
+    stage_build_ok=0
+    echo "$stage: BUILD FAILED; running the tests that did build"
+  fi
+  goro_section "$stage: ctest $*"
+  run_ctest "$stage" "$dir" "$dir/ctest.log" "$@"
+  local status=ctest
+  if [ "$stage_build_ok" = 0 ]; then
+    status=BUILD
+    # Test binaries that did not build show up as failed *_NOT_BUILT tests already.
+    [ "$ctest_failed" -gt 0 ] || ctest_failed=1
+  fi
+  record "$stage" "$status" "$ctest_passed" "$ctest_failed" "$ctest_skipped" \
+    $((SECONDS - stage_start)) "$ctest_secs"
+}
+
+stage_release() {
+  local dir=$GORO_BUILD_ROOT/ci-release
+  stage_start=$SECONDS
+  release_built=0
+  goro_section "release: g++ RelWithDebInfo, all targets, all tests"
+  if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON; then
+    echo "release: CONFIGURE FAILED"
+    record release CONF 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  build_and_test release "$dir" "" -j"$CTEST_JOBS"
+  release_built=$stage_build_ok
+}
+
+sanitizer_env() {
+  local supp=$GORO_ROOT/.ci
+  ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_init_order=1:check_initialization_order=1"
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  LSAN_OPTIONS=""
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  [ -f "$supp/lsan.supp" ] && LSAN_OPTIONS="suppressions=$supp/lsan.supp"
+  [ -f "$supp/ubsan.supp" ] && UBSAN_OPTIONS="$UBSAN_OPTIONS:suppressions=$supp/ubsan.supp"
+  [ -f "$supp/tsan.supp" ] && TSAN_OPTIONS="$TSAN_OPTIONS suppressions=$supp/tsan.supp"
+  export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
+  echo "ASAN_OPTIONS=$ASAN_OPTIONS"
+  echo "UBSAN_OPTIONS=$UBSAN_OPTIONS"
+  echo "LSAN_OPTIONS=$LSAN_OPTIONS"
+  echo "TSAN_OPTIONS=$TSAN_OPTIONS"
+}
+
+stage_asan() {
+  local dir=$GORO_BUILD_ROOT/ci-asan
+  stage_start=$SECONDS
+  goro_section "asan: $ASAN_CXX GORO_SANITIZE=address (ASan+UBSan+LSan), all tests"
+  sanitizer_env
+  if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER="$(c_compiler_for "$ASAN_CXX")" -DCMAKE_CXX_COMPILER="$ASAN_CXX" \
+    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DGORO_SANITIZE=address \
+    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
+    echo "asan: CONFIGURE FAILED"
+    record asan CONF 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  build_and_test asan "$dir" "" -j1
+}
+
+stage_tsan() {
+  local dir=$GORO_BUILD_ROOT/ci-tsan
+  stage_start=$SECONDS
+  goro_section "tsan: $TSAN_CXX GORO_SANITIZE=thread, scheduler tests (label 'scheduler')"
+  sanitizer_env
+  if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER="$(c_compiler_for "$TSAN_CXX")" -DCMAKE_CXX_COMPILER="$TSAN_CXX" \
+    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DGORO_SANITIZE=thread \
+    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
+    echo "tsan: CONFIGURE FAILED"
+    record tsan CONF 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  # TSan of LLVM 14 aborts with "unexpected memory mapping" on kernels that randomize
+  # mmap with more bits than it knows; running without ASLR avoids that, and setarch's
+  # personality is inherited by ctest's children.
+  if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+    CTEST_WRAPPER=(setarch "$(uname -m)" -R)
+  fi
+  build_and_test tsan "$dir" goro-tests-scheduler -j1 -L '^scheduler$'
+  CTEST_WRAPPER=()
+}
+
+stage_consumer() {
+  local rel=$GORO_BUILD_ROOT/ci-release prefix=$GORO_BUILD_ROOT/ci-release/install
+  local dir=$GORO_BUILD_ROOT/ci-consumer
+  stage_start=$SECONDS
+  goro_section "consumer: cmake --install, then find_package(goro) from tests/consumer"
+  if [ "${release_built:-0}" != 1 ]; then
+    echo "consumer: the release build did not succeed; nothing to install"
+    record consumer SKIP 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  rm -rf "$prefix" "$dir"
+  if ! cmake --install "$rel" --prefix "$prefix" >"$rel/install.log" 2>&1; then
+    cat "$rel/install.log"
+    echo "consumer: INSTALL FAILED"
+    record consumer INST 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  echo "installed into $prefix: $(wc -l <"$rel/install_manifest.txt") files"
+  if ! goro_configure "$dir" "$GORO_ROOT/tests/consumer" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DCMAKE_PREFIX_PATH="$prefix"; then
+    echo "consumer: CONFIGURE FAILED (find_package(goro))"
+    record consumer CONF 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  build_and_test consumer "$dir" "" -j1
+}
+
+main() {
+  goro_section "goro: build and test ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, stages: $STAGES)"
+  if [ "${GORO_SKIP_DEPS:-0}" != 1 ]; then
+    local dstart=$SECONDS
+    if ! goro_install_deps test; then
+      echo "deps: installing the Debian packages failed"
+      echo "0 passed, 1 failed"
+      exit 1
+    fi
+    echo "deps: $(goro_fmt_secs $((SECONDS - dstart)))"
+  fi
+  echo "cmake: $(cmake --version | head -n 1); generator: $(goro_generator); jobs: $GORO_JOBS"
+  local stage
+  for stage in $STAGES; do
+    case "$stage" in
+      release | asan | tsan | consumer) "stage_$stage" ;;
+      *)
+        echo "unknown stage '$stage' (release asan tsan consumer)"
+        record "$stage" ERROR 0 1 0 0
+        ;;
+    esac
+  done
+  goro_section "summary ($(goro_fmt_secs $((SECONDS - overall_start))) in all)"
+  printf '%s\n' "${report[@]}"
+  echo
+  if [ "$total_skipped" -gt 0 ]; then
+    echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+  else
+    echo "$total_passed passed, $total_failed failed"
+  fi
+  [ "$total_failed" -eq 0 ]
+}
+
+main "$@"
