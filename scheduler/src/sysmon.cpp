@@ -7,8 +7,8 @@
 //    by CPU-bound ones;
 //  - prints the GORO_SCHEDTRACE line.
 // It wakes every 20 us, doubles its sleep after 50 idle ticks (about 1 ms) up to 10 ms,
-// and sleeps for good while every P is idle and nothing is in a blocking call; the
-// first P to become busy again wakes it (pidleget).
+// and, once backed off to 10 ms, sleeps for good while every P is idle and nothing is
+// in a blocking call; the first P to become busy again wakes it (pidleget).
 //
 // Preemption of a goroutine that never calls the runtime: sysmon sends SIGURG to its
 // thread. If the signal lands while the goroutine runs user code (it is not inside a
@@ -243,8 +243,11 @@ void sysmon_main() {
     sched.sysmon_wakeups.fetch_add(1, std::memory_order_relaxed);
     if (sched.exiting.load(std::memory_order_acquire)) break;
 
-    // Everything idle and nothing in a blocking call: sleep until a P gets busy.
-    if (next_trace == 0 && sched.npidle.load(std::memory_order_seq_cst) == sched.gomaxprocs &&
+    // Everything idle and nothing in a blocking call: sleep until a P gets busy. Only
+    // once fully backed off: a server whose only P goes idle between bursts of
+    // network events would otherwise pay a futex wake-up (pidleget) at every burst.
+    if (next_trace == 0 && delay == kMaxDelay &&
+        sched.npidle.load(std::memory_order_seq_cst) == sched.gomaxprocs &&
         sched.nmsys.load(std::memory_order_seq_cst) == 0) {
       sched.lock.lock();
       if (sched.npidle.load(std::memory_order_relaxed) == sched.gomaxprocs &&
