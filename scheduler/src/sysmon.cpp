@@ -25,7 +25,6 @@
 #include "proc.hpp"
 #include "trace.hpp"
 
-#include <goro/scheduler/detail/introspect.hpp>
 
 #include <signal.h>
 #include <sys/ucontext.h>
@@ -282,64 +281,6 @@ void sysmon_main() {
       if (next_trace < now) next_trace = now + sched.schedtrace_ns;
     }
   }
-}
-
-// ---------------------------------------------------------------------------------
-// Introspection for tests and tools (detail/introspect.hpp).
-
-std::vector<ProcStats> proc_stats() {
-  std::vector<ProcStats> out;
-  for (P* pp : sched.all_p) {
-    ProcStats s;
-    s.runnext_runs = pp->stats.runnext_runs.load(std::memory_order_relaxed);
-    s.global_fair = pp->stats.global_fair.load(std::memory_order_relaxed);
-    s.global_batches = pp->stats.global_batches.load(std::memory_order_relaxed);
-    s.global_batch_gs = pp->stats.global_batch_gs.load(std::memory_order_relaxed);
-    s.overflows = pp->stats.overflows.load(std::memory_order_relaxed);
-    s.steals = pp->stats.steals.load(std::memory_order_relaxed);
-    s.stolen_gs = pp->stats.stolen_gs.load(std::memory_order_relaxed);
-    s.runs = pp->stats.runs.load(std::memory_order_relaxed);
-    out.push_back(s);
-  }
-  return out;
-}
-
-int current_p() {
-  RuntimeScope scope;
-  M* m = this_m();
-  return (m && m->p) ? m->p->id : -1;
-}
-
-std::uint32_t local_runq_size() {
-  RuntimeScope scope;
-  M* m = this_m();
-  if (!m || !m->p) return 0;
-  return m->p->runq.size() + (m->p->runq.runnext.load() ? 1 : 0);
-}
-
-int global_runq_size() { return sched.runq_size.load(std::memory_order_relaxed); }
-int spinning_ms() { return sched.nmspinning.load(std::memory_order_relaxed); }
-int idle_ps() { return sched.npidle.load(std::memory_order_relaxed); }
-int thread_count() { return sched.mcount.load(std::memory_order_relaxed); }
-int idle_threads() {
-  sched.lock.lock();
-  int n = sched.nmidle;
-  sched.lock.unlock();
-  return n;
-}
-std::uint64_t sysmon_wakeups() { return sched.sysmon_wakeups.load(std::memory_order_relaxed); }
-std::uint64_t handoffs() { return sched.handoffs.load(std::memory_order_relaxed); }
-std::uint64_t preemptions() { return sched.preemptions.load(std::memory_order_relaxed); }
-
-int procs_from_cpu_max(const char* contents) {
-  char quota[32] = {};
-  long period = 0;
-  if (std::sscanf(contents, "%31s %ld", quota, &period) != 2) return 0;
-  if (std::strcmp(quota, "max") == 0 || period <= 0) return 0;
-  char* end = nullptr;
-  long q = std::strtol(quota, &end, 10);
-  if (end == quota || *end != '\0' || q <= 0) return 0;
-  return static_cast<int>((q + period - 1) / period);
 }
 
 }  // namespace goro::detail
