@@ -28,14 +28,14 @@ GORO_DEPS_BUILD=(
   libgtest-dev
   googletest        # GoogleMock sources, GoogleTest CMake config
   libbenchmark-dev  # micro-benchmarks
+  curl              # run-demo.sh --check, docker/smoke.sh
 )
 
 # Tests: clang 14 + its sanitizer runtimes for the ASan/UBSan and TSan builds, and the
-# command-line clients some integration tests and the smoke tests use.
+# command-line clients some integration tests use.
 GORO_DEPS_TEST=(
   clang
   libclang-rt-14-dev
-  curl
   nghttp2-client
 )
 

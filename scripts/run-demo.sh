@@ -81,6 +81,7 @@ if [ "${GORO_DEMO_ADDR:-}" = "" ] && [ "${demo_args[*]}" = "--addr $addr" ]; the
   demo_args=(--addr "$addr")
 fi
 goro_section "check: $bin ${demo_args[*]}"
+command -v curl >/dev/null 2>&1 || { echo "check: needs curl (scripts/deps.sh build)" >&2; exit 1; }
 "$bin" "${demo_args[@]}" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
