@@ -79,12 +79,15 @@ void timer_start(Timer* t) {
   th->heap.push_back(t);
   sift_up(th->heap, static_cast<int>(th->heap.size()) - 1);
   const bool earliest = th->heap.front() == t;
+  // Once the lock is released the timer may fire on another thread and its owner may
+  // free it (a sleeping goroutine's Timer lives on its stack): touch t no more.
+  const std::int64_t when = t->when;
   update_timer0(th);
   th->lock.unlock();
   if (!earliest) return;
   // A blocked netpoller must wake up for an earlier deadline.
   std::int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
-  if (sched.lastpoll.load(std::memory_order_seq_cst) == 0 && (until == 0 || t->when < until))
+  if (sched.lastpoll.load(std::memory_order_seq_cst) == 0 && (until == 0 || when < until))
     netpoll_break();
   if (m == nullptr || m->p == nullptr) wakep();
 }
