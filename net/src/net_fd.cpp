@@ -107,9 +107,26 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   if (!guard.held()) return errc::closed;
   if (auto ec = check_deadline('r')) return ec;
   if (len == 0) return std::size_t{0};
+  // The previous read came back short, so it drained the receive queue: reading now
+  // would only get EAGAIN (one wasted syscall per message in request/response
+  // traffic). Wait for readiness first. Edge-triggered epoll reports any data that
+  // arrived after the drain, so nothing is missed; a readiness edge older than the
+  // drain costs the one EAGAIN this saves. Not after a hang-up: an end of stream or an
+  // error that came with the data is still there to read, with no edge to come.
+  if (drained_) {
+    drained_ = false;
+    if (!rt::poll_hangup_seen(pd_)) {
+      if (auto ec = wait('r')) return ec;
+    }
+  }
   for (;;) {
     ssize_t n = ::read(fd_, buf, len);
-    if (n >= 0) return static_cast<std::size_t>(n);
+    if (n >= 0) {
+      // On a stream socket a short read means nothing was left (not for datagrams).
+      drained_ = n > 0 && static_cast<std::size_t>(n) < len &&
+                 (kind_ == Network::tcp || kind_ == Network::unix_stream);
+      return static_cast<std::size_t>(n);
+    }
     int e = errno;
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);

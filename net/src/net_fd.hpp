@@ -86,6 +86,7 @@ class NetFd {
   std::atomic<std::int64_t> read_deadline_{0};  // nanotime, 0: none; mirrors the pd's
   std::atomic<std::int64_t> write_deadline_{0};
   std::atomic<bool> destroyed_{false};
+  bool drained_ = false;  // the last read was short (see read); guarded by the read lock
   Addr remote_;
 };
 

@@ -49,6 +49,7 @@ class PollDesc {
   std::atomic<std::uintptr_t> rg{kEmpty};
   std::atomic<std::uintptr_t> wg{kEmpty};
   std::atomic<bool> closing{false};
+  std::atomic<bool> hangup{false};            // epoll reported rdhup, hup or err
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
   // (lock)
@@ -195,6 +196,8 @@ G* netpoll(std::int64_t delay_ns, int* count) {
       continue;
     }
     std::uint32_t ev = events[i].events;
+    // Before unblocking: a reader that consumes this readiness must also see it.
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pd->hangup.store(true, std::memory_order_release);
     G* gs[2] = {nullptr, nullptr};
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) gs[0] = unblock(pd, 'r', true);
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, 'w', true);
@@ -226,6 +229,7 @@ PollDesc* poll_open(int fd) {
   pd->rg.store(kEmpty);
   pd->wg.store(kEmpty);
   pd->closing.store(false);
+  pd->hangup.store(false);
   pd->rd_expired.store(false);
   pd->wd_expired.store(false);
   pd->rd = pd->wd = 0;
@@ -295,6 +299,8 @@ PollStatus poll_wait(PollDesc* pd, char mode) {
     if (old == kReady) return PollStatus::ready;
   }
 }
+
+bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
 void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
   G* woken[2] = {nullptr, nullptr};

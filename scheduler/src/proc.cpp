@@ -927,9 +927,15 @@ top:
     if (g) return g;
   }
   // 6. The netpoller, without blocking.
-  if (netpoll_anything_waiting() && sched.lastpoll.load(std::memory_order_relaxed) != 0) {
+  if (std::int64_t last = sched.lastpoll.load(std::memory_order_relaxed);
+      netpoll_anything_waiting() && last != 0) {
     int n = 0;
-    if (G* list = netpoll(0, &n)) {
+    G* list = netpoll(0, &n);
+    // Tell sysmon the network is being polled: a server busy enough never to block in
+    // epoll_wait would otherwise look starved to it every 10 ms, and sysmon would poll
+    // too, hand the events to the global queue and wake Ms for them.
+    sched.lastpoll.compare_exchange_strong(last, nanotime(), std::memory_order_relaxed);
+    if (list) {
       G* g = list;
       inject_list(pp, list->link, n - 1);
       GStatus expected = GStatus::waiting;

@@ -34,6 +34,10 @@ void poll_evict(PollDesc* pd);
 // arrived before the wait is not lost. Parks the G; never blocks the thread.
 PollStatus poll_wait(PollDesc* pd, char mode);
 
+// Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
+// local shutdown, or an error): a later read would not block. Sticky.
+bool poll_hangup_seen(PollDesc* pd);
+
 // Sets the deadline of mode 'r', 'w' or 'b' (both): an absolute nanotime(), 0 for none,
 // or a time in the past (waits then return timeout at once). A G already parked sees
 // the new deadline.
