@@ -458,9 +458,11 @@ std::error_code TlsConn::Impl::handshake() {
   return result;
 }
 
-Result<TlsConn> TlsConn::server(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx) {
-  if (!inner || !ctx || !ctx->is_server()) return std::errc::invalid_argument;
-  auto impl = std::make_unique<Impl>();
+// The connection state both ends share: an SSL on ctx's first SSL_CTX, reading and
+// writing through the in-memory queue BIO.
+static Result<std::unique_ptr<TlsConn::Impl>> make_impl(std::unique_ptr<Stream> inner,
+                                                        std::shared_ptr<TlsContext> ctx) {
+  auto impl = std::make_unique<TlsConn::Impl>();
   impl->inner = std::move(inner);
   impl->ctx = std::move(ctx);
   impl->ssl = SSL_new(impl->ctx->impl().ctxs.front());
@@ -469,8 +471,15 @@ Result<TlsConn> TlsConn::server(std::unique_ptr<Stream> inner, std::shared_ptr<T
   if (bio == nullptr) return take_openssl_error(kNoMemory);
   BIO_set_data(bio, impl.get());
   SSL_set_bio(impl->ssl, bio, bio);
-  SSL_set_accept_state(impl->ssl);
-  return TlsConn(std::move(impl));
+  return impl;
+}
+
+Result<TlsConn> TlsConn::server(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx) {
+  if (!inner || !ctx || !ctx->is_server()) return std::errc::invalid_argument;
+  auto impl = make_impl(std::move(inner), std::move(ctx));
+  if (!impl) return impl.error();
+  SSL_set_accept_state((*impl)->ssl);
+  return TlsConn(std::move(*impl));
 }
 
 Result<TlsConn> TlsConn::client(std::unique_ptr<Stream> inner, std::shared_ptr<TlsContext> ctx,
@@ -478,15 +487,9 @@ Result<TlsConn> TlsConn::client(std::unique_ptr<Stream> inner, std::shared_ptr<T
   if (!inner || !ctx || ctx->is_server()) return std::errc::invalid_argument;
   std::string name(server_name.empty() ? std::string_view(ctx->config().server_name) : server_name);
   if (ctx->config().verify && name.empty()) return std::errc::invalid_argument;
-  auto impl = std::make_unique<Impl>();
-  impl->inner = std::move(inner);
-  impl->ctx = std::move(ctx);
-  impl->ssl = SSL_new(impl->ctx->impl().ctxs.front());
-  if (impl->ssl == nullptr) return take_openssl_error(kNoMemory);
-  BIO* bio = BIO_new(queue_bio_method());
-  if (bio == nullptr) return take_openssl_error(kNoMemory);
-  BIO_set_data(bio, impl.get());
-  SSL_set_bio(impl->ssl, bio, bio);
+  auto made = make_impl(std::move(inner), std::move(ctx));
+  if (!made) return made.error();
+  std::unique_ptr<Impl> impl = std::move(*made);
   SSL_set_connect_state(impl->ssl);
   if (!name.empty()) {
     bool is_ip = detail::parse_ip(name, 0, Network::ip).ok();
