@@ -227,6 +227,20 @@ bool runqput_slow(P* pp, G* g, std::uint32_t h, std::uint32_t t) {
   return true;
 }
 
+// Appends g to pp's ring if it has room. Owner only. Inline: it is the fast path of
+// every switch that queues the G it leaves (after_resume).
+inline bool runq_push_tail(P* pp, G* g) {
+  std::uint32_t h = pp->runq.head.load(std::memory_order_acquire);
+  std::uint32_t t = pp->runq.tail.load(std::memory_order_relaxed);
+  if (t - h >= kRunQueueSize) return false;
+  pp->runq.ring[t % kRunQueueSize].store(g, std::memory_order_relaxed);
+  // Release is enough: a G on our own queue is run by us if nobody steals it, so a
+  // wake-up lost to store/load reordering costs parallelism, never progress (as in Go,
+  // whose StoreRel here is a plain store on x86).
+  pp->runq.tail.store(t + 1, std::memory_order_release);
+  return true;
+}
+
 // Puts g on pp's local queue; into runnext when `next` (the previous runnext is kicked
 // to the ring's tail). Owner only.
 void runqput(P* pp, G* g, bool next) {
@@ -236,16 +250,10 @@ void runqput(P* pp, G* g, bool next) {
     g = old;
   }
   for (;;) {
+    if (runq_push_tail(pp, g)) return;
     std::uint32_t h = pp->runq.head.load(std::memory_order_acquire);
     std::uint32_t t = pp->runq.tail.load(std::memory_order_relaxed);
-    if (t - h < kRunQueueSize) {
-      pp->runq.ring[t % kRunQueueSize].store(g, std::memory_order_relaxed);
-      // Release is enough: a G on our own queue is run by us if nobody steals it, so
-      // a wake-up lost to store/load reordering costs parallelism, never progress (as
-      // in Go, whose StoreRel here is a plain store on x86).
-      pp->runq.tail.store(t + 1, std::memory_order_release);
-      return;
-    }
+    if (t - h < kRunQueueSize) continue;  // a thief made room meanwhile
     if (runqput_slow(pp, g, h, t)) return;
   }
 }
@@ -640,15 +648,7 @@ inline void after_resume(M* m) {
   if (G* prev = m->yielded) {
     m->yielded = nullptr;
     prev->status.store(GStatus::runnable, std::memory_order_relaxed);
-    P* pp = m->p;
-    std::uint32_t h = pp->runq.head.load(std::memory_order_acquire);
-    std::uint32_t t = pp->runq.tail.load(std::memory_order_relaxed);
-    if (t - h < kRunQueueSize) {  // runqput's fast path, inlined
-      pp->runq.ring[t % kRunQueueSize].store(prev, std::memory_order_relaxed);
-      pp->runq.tail.store(t + 1, std::memory_order_release);
-    } else {
-      runqput(pp, prev, false);
-    }
+    if (!runq_push_tail(m->p, prev)) runqput(m->p, prev, false);
   }
 }
 
