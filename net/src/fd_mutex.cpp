@@ -6,16 +6,6 @@
 namespace goro::net::detail {
 namespace {
 
-constexpr std::uint64_t kClosed = 1ull << 0;
-constexpr std::uint64_t kReadLock = 1ull << 1;
-constexpr std::uint64_t kWriteLock = 1ull << 2;
-constexpr std::uint64_t kRef = 1ull << 3;
-constexpr std::uint64_t kRefMask = ((1ull << 20) - 1) << 3;
-constexpr std::uint64_t kReadWait = 1ull << 23;
-constexpr std::uint64_t kReadMask = ((1ull << 20) - 1) << 23;
-constexpr std::uint64_t kWriteWait = 1ull << 43;
-constexpr std::uint64_t kWriteMask = ((1ull << 20) - 1) << 43;
-
 [[noreturn]] void fatal(const char* what) {
   std::fprintf(stderr, "goro::net: %s\n", what);
   std::abort();
@@ -68,7 +58,7 @@ bool FdMutex::decref() noexcept {
   }
 }
 
-bool FdMutex::rwlock(bool read) noexcept {
+bool FdMutex::rwlock_slow(bool read) noexcept {
   const std::uint64_t bit = read ? kReadLock : kWriteLock;
   const std::uint64_t wait = read ? kReadWait : kWriteWait;
   const std::uint64_t mask = read ? kReadMask : kWriteMask;
@@ -93,7 +83,7 @@ bool FdMutex::rwlock(bool read) noexcept {
   }
 }
 
-bool FdMutex::rwunlock(bool read) noexcept {
+bool FdMutex::rwunlock_slow(bool read) noexcept {
   const std::uint64_t bit = read ? kReadLock : kWriteLock;
   const std::uint64_t wait = read ? kReadWait : kWriteWait;
   const std::uint64_t mask = read ? kReadMask : kWriteMask;

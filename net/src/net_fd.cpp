@@ -12,6 +12,7 @@
 #include <goro/scheduler/detail/runtime.hpp>
 
 #include "internal.hpp"
+#include "sys.hpp"
 
 namespace goro::net::detail {
 
@@ -77,20 +78,21 @@ std::error_code NetFd::close() {
   return {};
 }
 
-std::error_code NetFd::check_deadline(char mode) const noexcept {
-  std::int64_t d = (mode == 'r' ? read_deadline_ : write_deadline_).load(std::memory_order_relaxed);
-  if (d != 0 && rt::nanotime() >= d) return errc::timeout;
-  return {};
+bool NetFd::deadline_passed(char mode) const noexcept {
+  std::int64_t d = deadline(mode);
+  return d != 0 && rt::nanotime() >= d;
 }
 
-std::error_code NetFd::wait(char mode) noexcept {
-  switch (rt::poll_wait(pd_, mode)) {
-    case rt::PollStatus::ready: return {};
-    case rt::PollStatus::timeout: return errc::timeout;
-    case rt::PollStatus::closed: return errc::closed;
-  }
-  return errc::closed;
+// Parks until the fd may be ready for mode. The hot paths compare the status and build
+// an error only when it is not ready (a std::error_code costs a call to
+// std::system_category() even when it holds no error).
+rt::PollStatus NetFd::wait(char mode) noexcept { return rt::poll_wait(pd_, mode); }
+
+namespace {
+std::error_code wait_error(rt::PollStatus status) noexcept {
+  return status == rt::PollStatus::timeout ? errc::timeout : errc::closed;
 }
+}  // namespace
 
 std::error_code NetFd::set_deadline(Deadline d, char mode) {
   OpGuard guard(*this, OpGuard::ref);
@@ -105,7 +107,7 @@ std::error_code NetFd::set_deadline(Deadline d, char mode) {
 Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('r')) return ec;
+  if (deadline_passed('r')) return errc::timeout;
   if (len == 0) return std::size_t{0};
   // The previous read came back short, so it drained the receive queue: reading now
   // would only get EAGAIN (one wasted syscall per message in request/response
@@ -116,49 +118,49 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   if (drained_) {
     drained_ = false;
     if (!rt::poll_hangup_seen(pd_)) {
-      if (auto ec = wait('r')) return ec;
+      if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
     }
   }
   for (;;) {
-    ssize_t n = ::read(fd_, buf, len);
+    ssize_t n = sys::recv(fd_, buf, len, 0);
     if (n >= 0) {
       // On a stream socket a short read means nothing was left (not for datagrams).
       drained_ = n > 0 && static_cast<std::size_t>(n) < len &&
                  (kind_ == Network::tcp || kind_ == Network::unix_stream);
       return static_cast<std::size_t>(n);
     }
-    int e = errno;
+    int e = static_cast<int>(-n);
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto ec = wait('r')) return ec;
+    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('w')) return ec;
+  if (deadline_passed('w')) return errc::timeout;
   const char* p = static_cast<const char*>(buf);
   std::size_t done = 0;
   for (;;) {
     // len == 0 still makes one call: on a datagram socket it sends an empty datagram.
-    ssize_t n = ::send(fd_, p + done, len - done, MSG_NOSIGNAL);
+    ssize_t n = sys::send(fd_, p + done, len - done, MSG_NOSIGNAL);
     if (n >= 0) {
       done += static_cast<std::size_t>(n);
       if (done == len) return done;
       continue;
     }
-    int e = errno;
+    int e = static_cast<int>(-n);
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto ec = wait('w')) return ec;
+    if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('w')) return ec;
+  if (deadline_passed('w')) return errc::timeout;
   // sendmsg consumes a prefix; rebuild a window of at most kBatch iovecs from
   // (index, offset) after each partial write. The caller's array stays untouched.
   constexpr int kBatch = 64;
@@ -188,7 +190,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
       int e = errno;
       if (e == EINTR) continue;
       if (e != EAGAIN) return errno_code(e);
-      if (auto ec = wait('w')) return ec;
+      if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
       continue;
     }
     done += static_cast<std::size_t>(w);
@@ -209,7 +211,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
 Result<std::size_t> NetFd::read_from(void* buf, std::size_t len, Addr* from) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('r')) return ec;
+  if (deadline_passed('r')) return errc::timeout;
   for (;;) {
     sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -221,14 +223,14 @@ Result<std::size_t> NetFd::read_from(void* buf, std::size_t len, Addr* from) {
     int e = errno;
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto ec = wait('r')) return ec;
+    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<std::size_t> NetFd::write_to(const void* buf, std::size_t len, const Addr& to) {
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('w')) return ec;
+  if (deadline_passed('w')) return errc::timeout;
   // An IPv4 destination on a dual-stack IPv6 socket goes as its v4-mapped form.
   const Addr dest = family_ == AF_INET6 ? to.to_v6_mapped() : to;
   for (;;) {
@@ -237,14 +239,14 @@ Result<std::size_t> NetFd::write_to(const void* buf, std::size_t len, const Addr
     int e = errno;
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto ec = wait('w')) return ec;
+    if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (auto ec = check_deadline('r')) return ec;
+  if (deadline_passed('r')) return errc::timeout;
   for (;;) {
     *peer_len = sizeof *peer;
     int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(peer), peer_len,
@@ -254,7 +256,7 @@ Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
     // A connection reset while queued is the peer's business, not the listener's.
     if (e == EINTR || e == ECONNABORTED) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto ec = wait('r')) return ec;
+    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
@@ -272,8 +274,8 @@ std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
   }
   std::error_code result;
   for (;;) {
-    if (auto ec = wait('w')) {
-      result = ec;
+    if (auto st = wait('w'); st != rt::PollStatus::ready) {
+      result = wait_error(st);
       break;
     }
     int err = 0;

@@ -72,10 +72,11 @@ class NetFd {
 
  private:
   class OpGuard;
-  // errc::timeout if mode's deadline has passed (Go fails then even with data ready).
-  std::error_code check_deadline(char mode) const noexcept;
-  // Parks until fd may be ready for mode; maps timeout and close to errors.
-  std::error_code wait(char mode) noexcept;
+  // Whether mode's deadline has passed (Go fails then even with data ready).
+  bool deadline_passed(char mode) const noexcept;
+  // Parks until fd may be ready for mode ('r' or 'w'); a status other than ready is
+  // turned into errc::timeout or errc::closed by wait_error (net_fd.cpp).
+  goro::detail::PollStatus wait(char mode) noexcept;
   std::error_code destroy() noexcept;
 
   FdMutex mu_;
