@@ -66,7 +66,7 @@ void worker(sockaddr_in addr, int conns, int msg) {
     ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
   }
   for (auto& c : cs) {
-    if (::write(c.fd, out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+    if (::send(c.fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()))
       failures.fetch_add(1);
   }
   long long local = 0;
@@ -76,13 +76,13 @@ void worker(sockaddr_in addr, int conns, int msg) {
     for (int i = 0; i < n; ++i) {
       auto* c = static_cast<Connection*>(events[i].data.ptr);
       for (;;) {
-        ssize_t r = ::read(c->fd, in.data(), static_cast<std::size_t>(msg - c->received));
+        ssize_t r = ::recv(c->fd, in.data(), static_cast<std::size_t>(msg - c->received), 0);
         if (r > 0) {
           c->received += static_cast<int>(r);
           if (c->received < msg) continue;
           c->received = 0;
           if (measuring.load(std::memory_order_relaxed)) ++local;
-          if (::write(c->fd, out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+          if (::send(c->fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()))
             failures.fetch_add(1);
           break;
         }

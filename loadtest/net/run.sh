@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Echo benchmark: goro against Go and Asio, side by side, one command:
+# Echo benchmark: goro against Go and Asio, with a bare epoll loop as the ceiling, one
+# command:
 #
 #   loadtest/net/run.sh
 #
-# Builds (Release, in build-bench-net/) the goro echo server, the Asio echo server and
-# the epoll load client, builds the Go echo server (Go from PATH, standard library only,
-# GO111MODULE=off), then runs each server in turn pinned to the same SERVER_CPUS with as
+# Builds (Release, in build-bench-net/) the goro echo server, the Asio echo server, the
+# bare epoll echo server (no runtime: what the kernel allows) and the epoll load client,
+# builds the Go echo server (Go from PATH, standard library only, GO111MODULE=off), then
+# runs each server in turn pinned to the same SERVER_CPUS with as
 # many Ps / threads as it has CPUs there, and the load client pinned to CLIENT_CPUS:
 # CONNS connections, each ping-ponging MSG bytes, for DURATION seconds after WARMUP.
-# Prints a markdown table of round trips per second and the goro/Go and goro/Asio ratios.
+# Prints a markdown table of round trips per second and the goro/Go, goro/Asio and
+# goro/epoll ratios.
 #
 # Environment knobs:
 #   SERVER_CPUS=0        CPU list for the servers (default: the first half of the CPUs)
 #   CLIENT_CPUS=1        CPU list for the client (default: the rest)
 #   CONNS=128 MSG=64 DURATION=5 WARMUP=1
-#   REPS=1               runs per server, interleaved goro/go/asio; the median is reported
+#   REPS=1               runs per server, interleaved; the median is reported
 #   CLIENT_THREADS=n     client threads (default: number of CLIENT_CPUS)
-#   IMPLS="goro go asio" which servers to run
+#   IMPLS="goro go asio epoll" which servers to run
 #   BUILD_DIR=...        build folder (default: <repo>/build-bench-net)
 #   PORT=19500           first port (each server gets its own)
 #   JOBS=2               parallel build jobs
@@ -27,7 +30,7 @@ root="$(cd "$here/../.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench-net}"
 jobs="${JOBS:-2}"
 go_bin="${GO:-go}"
-impls="${IMPLS:-goro go asio}"
+impls="${IMPLS:-goro go asio epoll}"
 conns="${CONNS:-128}"
 msg="${MSG:-64}"
 duration="${DURATION:-5}"
@@ -67,6 +70,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
 targets=(bench_net_client)
 wants goro && targets+=(bench_net_echo_goro)
 wants asio && targets+=(bench_net_echo_asio)
+wants epoll && targets+=(bench_net_echo_epoll)
 log "== building ${targets[*]}"
 cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
 bin="$build/loadtest/net"
@@ -90,6 +94,7 @@ run_impl() {
     goro) GORO_MAXPROCS="$server_n" taskset -c "$SERVER_CPUS" "$bin/bench_net_echo_goro" "127.0.0.1:$p" 2>>"$errlog" & ;;
     go) GOMAXPROCS="$server_n" taskset -c "$SERVER_CPUS" "$bin/echo_go" "127.0.0.1:$p" 2>>"$errlog" & ;;
     asio) taskset -c "$SERVER_CPUS" "$bin/bench_net_echo_asio" "127.0.0.1:$p" "$server_n" 2>>"$errlog" & ;;
+    epoll) taskset -c "$SERVER_CPUS" "$bin/bench_net_echo_epoll" "127.0.0.1:$p" "$server_n" 2>>"$errlog" & ;;
   esac
   pid=$!
   out="$(taskset -c "$CLIENT_CPUS" "$bin/bench_net_client" 127.0.0.1 "$p" "$conns" "$msg" \
@@ -132,6 +137,6 @@ ratio() {
   echo "|---|---:|---|"
   for impl in $impls; do echo "| $impl | ${rate[$impl]:-failed} |${runs[$impl]:-} |"; done
   echo
-  echo "goro/Go: $(ratio goro go)   goro/Asio: $(ratio goro asio)"
+  echo "goro/Go: $(ratio goro go)   goro/Asio: $(ratio goro asio)   goro/epoll: $(ratio goro epoll)"
   echo "($server_n server CPUs [$SERVER_CPUS], $conns conns x $msg B, ${duration}s, $(uname -m), $(nproc) CPUs)"
 } | tee "$results_dir/$stamp.md"
