@@ -28,6 +28,13 @@
 #include <mutex>
 #include <vector>
 
+#if defined(GORO_TSAN)
+extern "C" {
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+}
+#endif
+
 namespace goro::detail {
 
 namespace {
@@ -195,6 +202,9 @@ G* netpoll(std::int64_t delay_ns, int* count) {
       break_pending.store(false);
       continue;
     }
+#if defined(GORO_TSAN)
+    __tsan_acquire(pd);  // see poll_open
+#endif
     std::uint32_t ev = events[i].events;
     // Before unblocking: a reader that consumes this readiness must also see it.
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pd->hangup.store(true, std::memory_order_release);
@@ -237,6 +247,12 @@ PollDesc* poll_open(int fd) {
   pd->rt.mode = 'r';
   pd->wt.mode = 'w';
   pd->lock.unlock();
+#if defined(GORO_TSAN)
+  // The kernel orders this epoll_ctl before the epoll_pwait2 that returns pd, but TSan
+  // (LLVM 14) intercepts only epoll_wait, so it would take the initialisation above and
+  // netpoll's first touch of pd for a race. Released before the ADD, acquired there.
+  __tsan_release(pd);
+#endif
   struct epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.ptr = pd;
