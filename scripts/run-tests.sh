@@ -5,7 +5,7 @@
 #   release   g++, RelWithDebInfo, everything (examples, load-test programs)   all tests
 #   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
 #             (examples and load-test programs are not built: no test runs them)
-#   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          scheduler tests
+#   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          all tests
 #   consumer  installs the release build, builds tests/consumer against it with
 #             find_package(goro) and runs it
 #
@@ -165,7 +165,7 @@ stage_asan() {
 stage_tsan() {
   local dir=$GORO_BUILD_ROOT/ci-tsan
   stage_start=$SECONDS
-  goro_section "tsan: $TSAN_CXX GORO_SANITIZE=thread, scheduler tests (label 'scheduler')"
+  goro_section "tsan: $TSAN_CXX GORO_SANITIZE=thread, all tests"
   sanitizer_env
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER="$(c_compiler_for "$TSAN_CXX")" -DCMAKE_CXX_COMPILER="$TSAN_CXX" \
@@ -182,7 +182,7 @@ stage_tsan() {
   if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
     CTEST_WRAPPER=(setarch "$(uname -m)" -R)
   fi
-  build_and_test tsan "$dir" goro-tests-scheduler -j1 -L '^scheduler$'
+  build_and_test tsan "$dir" "" -j1
   CTEST_WRAPPER=()
 }
 
