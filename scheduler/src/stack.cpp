@@ -10,6 +10,10 @@
 #include <mutex>
 #include <vector>
 
+#if defined(GORO_ASAN)
+extern "C" void __asan_unpoison_memory_region(void const volatile* addr, std::size_t size);
+#endif
+
 namespace goro::detail {
 namespace {
 
@@ -56,6 +60,16 @@ char* map_region(std::size_t size) {
   return static_cast<char*>(p);
 }
 
+// ASan keeps the shadow of memory that is unmapped: frames that a goroutine left
+// poisoned (one that never returned, like a runtime's main goroutine, which exits from
+// inside its own frame) would poison whatever is mapped at that address next, such as
+// a stack of the next goro::run in the same process. Clear it before unmapping.
+void forget_poison([[maybe_unused]] void* base, [[maybe_unused]] std::size_t size) {
+#if defined(GORO_ASAN)
+  __asan_unpoison_memory_region(base, size);
+#endif
+}
+
 }  // namespace
 
 std::size_t page_size() {
@@ -96,13 +110,17 @@ Stack stack_alloc(std::size_t size, bool default_size) {
 
 void stack_free(const Stack& s) {
   if (s.map_base == nullptr) return;
+  forget_poison(s.map_base, s.map_size);
   munmap(s.map_base, s.map_size);
   guarded_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void stack_release_all() {
   std::lock_guard<std::mutex> guard(arena_mu);
-  for (const Arena& a : arenas) munmap(a.base, a.size);
+  for (const Arena& a : arenas) {
+    forget_poison(a.base, a.size);
+    munmap(a.base, a.size);
+  }
   arenas.clear();
   arena_next = arena_end = nullptr;
 }
