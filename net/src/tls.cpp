@@ -541,6 +541,11 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
     bool have_output;
     {
       std::lock_guard lock(c.ssl_mu);
+      // Ciphertext already queued is a writer's, and that writer flushes it before it
+      // lets go of write_mu. Flushing it here would make this reader wait for the
+      // writer, whose flush may need the peer to read, whose reader may be waiting for
+      // its own writer the same way: both ends deadlocked, no deadline able to help.
+      const std::size_t queued = c.out.size();
       ERR_clear_error();
       int r = SSL_read_ex(c.ssl, buf, len, &n);
       if (r != 1) {
@@ -550,7 +555,7 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
           ec = c.ssl_failure(r, false);
         ERR_clear_error();
       }
-      have_output = !c.out.empty();
+      have_output = c.out.size() > queued;  // this read's own answer
     }
     if (have_output) {
       // A post-handshake message that needs an answer (a TLS 1.3 KeyUpdate): send it
