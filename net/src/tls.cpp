@@ -386,7 +386,9 @@ std::error_code TlsConn::Impl::encrypt(const void* data, std::size_t len) {
     {
       std::lock_guard lock(ssl_mu);
       ERR_clear_error();
-      int r = SSL_write_ex(ssl, data, len, &written);
+      // At most kFlushThreshold per call: SSL_write_ex encrypts all it is given into
+      // `out` before returning, so a large write would queue all of its ciphertext.
+      int r = SSL_write_ex(ssl, data, std::min(len, kFlushThreshold), &written);
       if (r != 1) ec = ssl_failure(r, false);
     }
     if (ec) {

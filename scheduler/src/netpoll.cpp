@@ -21,6 +21,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -179,9 +180,16 @@ G* netpoll(std::int64_t delay_ns, int* count) {
   }
   struct epoll_event events[128];
   int n;
+  // epoll_pwait2 (Linux 5.11) takes the timeout in nanoseconds; older kernels get
+  // epoll_wait, in milliseconds rounded up, once the first call has said ENOSYS.
+  static std::atomic<bool> have_pwait2{true};
   for (;;) {
-    n = epoll_pwait2(epfd, events, 128, tsp, nullptr);
-    if (n < 0 && errno == ENOSYS) {
+    n = -1;
+    if (have_pwait2.load(std::memory_order_relaxed)) {
+      n = epoll_pwait2(epfd, events, 128, tsp, nullptr);
+      if (n < 0 && errno == ENOSYS) have_pwait2.store(false, std::memory_order_relaxed);
+    }
+    if (!have_pwait2.load(std::memory_order_relaxed)) {
       int ms = delay_ns < 0 ? -1 : static_cast<int>((delay_ns + 999'999) / 1'000'000);
       n = epoll_wait(epfd, events, 128, ms);
     }
