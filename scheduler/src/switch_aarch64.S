@@ -5,9 +5,10 @@
 // Saves the callee-saved registers x19-x28, the frame pointer x29, the link register
 // x30 and the low halves d8-d15 of v8-v15 (the only FP state AAPCS64 makes callee-saved),
 // plus FPCR, in a 176-byte frame; stores sp in *save_sp, loads new_sp, restores, and
-// returns through the restored x30. Not saved: x18 (platform register, untouched by
-// Linux user code) and TPIDR_EL0 (thread pointer: a goroutine that moves to another OS
-// thread must see that thread's TLS).
+// returns through the restored x30. Not saved: x18 (on Linux an ordinary caller-saved
+// temporary that GCC and Clang allocate, so the caller has already spilled it), FPSR
+// (cumulative exception flags, which stay with the thread) and TPIDR_EL0 (thread
+// pointer: a goroutine that moves to another OS thread must see that thread's TLS).
 //
 //   goro_start
 // The first x30 of a new goroutine: calls x20(x19). The callee never returns.
