@@ -9,14 +9,16 @@
 # builds the Go echo server (Go from PATH, standard library only, GO111MODULE=off), then
 # runs each server in turn pinned to the same SERVER_CPUS with as
 # many Ps / threads as it has CPUs there, and the load client pinned to CLIENT_CPUS:
-# CONNS connections, each ping-ponging MSG bytes, for DURATION seconds after WARMUP.
+# CONNS connections (128, then 1000), each ping-ponging MSG bytes, for DURATION seconds
+# after WARMUP.
 # Prints a markdown table of round trips per second and the goro/Go, goro/Asio and
 # goro/epoll ratios.
 #
 # Environment knobs:
 #   SERVER_CPUS=0        CPU list for the servers (default: the first half of the CPUs)
 #   CLIENT_CPUS=1        CPU list for the client (default: the rest)
-#   CONNS=128 MSG=64 DURATION=5 WARMUP=1
+#   CONNS="128 1000"     connection counts, one table each
+#   MSG=64 DURATION=5 WARMUP=1
 #   REPS=1               runs per server, interleaved; the median is reported
 #   CLIENT_THREADS=n     client threads (default: number of CLIENT_CPUS)
 #   IMPLS="goro go asio epoll" which servers to run
@@ -31,7 +33,7 @@ build="${BUILD_DIR:-$root/build-bench-net}"
 jobs="${JOBS:-2}"
 go_bin="${GO:-go}"
 impls="${IMPLS:-goro go asio epoll}"
-conns="${CONNS:-128}"
+conns_list="${CONNS:-128 1000}"
 msg="${MSG:-64}"
 duration="${DURATION:-5}"
 warmup="${WARMUP:-1}"
@@ -113,17 +115,6 @@ run_impl() {
 
 median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
-log "== server CPUs $SERVER_CPUS ($server_n Ps/threads), client CPUs $CLIENT_CPUS ($client_threads threads)"
-log "== $conns connections, $msg-byte messages, ${duration}s after ${warmup}s warm-up"
-i=0
-for rep in $(seq "$reps"); do
-  for impl in $impls; do
-    run_impl "$impl" $((port + i))
-    i=$((i + 1))
-  done
-done
-for impl in $impls; do rate[$impl]="$(median "${runs[$impl]:-}")"; done
-
 ratio() {
   if [[ -n "${rate[$1]:-}" && -n "${rate[$2]:-}" && "${rate[$2]}" != 0 ]]; then
     awk -v a="${rate[$1]}" -v b="${rate[$2]}" 'BEGIN { printf "%.2f", a / b }'
@@ -132,11 +123,26 @@ ratio() {
   fi
 }
 
-{
-  echo "| server | round trips/s (median of $reps) | runs |"
-  echo "|---|---:|---|"
-  for impl in $impls; do echo "| $impl | ${rate[$impl]:-failed} |${runs[$impl]:-} |"; done
-  echo
-  echo "goro/Go: $(ratio goro go)   goro/Asio: $(ratio goro asio)   goro/epoll: $(ratio goro epoll)"
-  echo "($server_n server CPUs [$SERVER_CPUS], $conns conns x $msg B, ${duration}s, $(uname -m), $(nproc) CPUs)"
-} | tee "$results_dir/$stamp.md"
+log "== server CPUs $SERVER_CPUS ($server_n Ps/threads), client CPUs $CLIENT_CPUS ($client_threads threads)"
+i=0
+for conns in $conns_list; do
+  log "== $conns connections, $msg-byte messages, ${duration}s after ${warmup}s warm-up"
+  runs=()
+  rate=()
+  for rep in $(seq "$reps"); do
+    for impl in $impls; do
+      run_impl "$impl" $((port + i))
+      i=$((i + 1))
+    done
+  done
+  for impl in $impls; do rate[$impl]="$(median "${runs[$impl]:-}")"; done
+  {
+    echo "| server ($conns connections) | round trips/s (median of $reps) | runs |"
+    echo "|---|---:|---|"
+    for impl in $impls; do echo "| $impl | ${rate[$impl]:-failed} |${runs[$impl]:-} |"; done
+    echo
+    echo "goro/Go: $(ratio goro go)   goro/Asio: $(ratio goro asio)   goro/epoll: $(ratio goro epoll)"
+    echo "($server_n server CPUs [$SERVER_CPUS], $conns conns x $msg B, ${duration}s, $(uname -m), $(nproc) CPUs)"
+    echo
+  } | tee -a "$results_dir/$stamp.md"
+done
