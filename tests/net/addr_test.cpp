@@ -1,5 +1,6 @@
 // Addr, Result and the error values; resolve() and dialing a name.
 #include <arpa/inet.h>
+#include <net/if.h>
 
 #include <algorithm>
 
@@ -95,6 +96,20 @@ TEST(Addr, Rejects) {
   EXPECT_FALSE(Addr::parse("tcp", "example.com:80"));   // parse never looks up
   EXPECT_FALSE(Addr::parse("tcp4", "[::1]:80"));        // wrong family
   EXPECT_EQ(Addr::parse("sctp", "1.2.3.4:5").error(), std::errc::protocol_not_supported);
+}
+
+// IPv6 zones: a numeric one is an interface index, a name must name an interface
+// ("lo" exists everywhere); an unknown name is an error, not a silent zone 0.
+TEST(Addr, Ipv6Zones) {
+  auto by_name = Addr::parse("tcp", "[fe80::1%lo]:80");
+  ASSERT_TRUE(by_name) << by_name.error().message();
+  EXPECT_EQ(by_name->to_string(), "[fe80::1%lo]:80");
+  const std::string index = std::to_string(if_nametoindex("lo"));
+  auto by_index = Addr::parse("tcp", "[fe80::1%" + index + "]:80");
+  ASSERT_TRUE(by_index);
+  EXPECT_EQ(*by_index, *by_name);
+  EXPECT_FALSE(Addr::parse("tcp", "[fe80::1%nosuch0]:80"));
+  EXPECT_FALSE(Addr::parse("tcp", "[fe80::1%]:80"));
 }
 
 TEST(SplitHostPort, AsGo) {
