@@ -61,14 +61,14 @@ struct Room {
   }
 };
 
-// Sends what lands in m's outbox until the room closes it (true) or a write fails
-// (false: the peer stopped reading for 10 s, or went away).
-bool write_loop(net::Conn& conn, const MemberPtr& m) {
+// Sends what lands in m's outbox until the room closes it ({}) or a write fails (its
+// error: errc::timeout when the client has not read for 10 s, or a reset, ...).
+std::error_code write_loop(net::Conn& conn, const MemberPtr& m) {
   for (;;) {
     auto line = m->outbox.recv();
-    if (!line) return true;  // closed: the member left
+    if (!line) return {};  // closed: the member left
     (void)conn.set_write_deadline(net::deadline_after(10s));
-    if (!conn.write(line->data(), line->size())) return false;
+    if (auto w = conn.write(line->data(), line->size()); !w) return w.error();
   }
 }
 
@@ -76,18 +76,23 @@ constexpr std::size_t kMaxLine = 1024;
 const std::error_code kLineTooLong = std::make_error_code(std::errc::message_size);
 
 // Reads lines from conn and says them in the room until the peer closes ({}), a read
-// fails (its error: a timeout after 5 idle minutes, a reset, ...), or a line is too
-// long (kLineTooLong).
-std::error_code read_lines(net::Conn& conn, Room& room, const Member& me) {
+// fails (its error: a timeout after 5 idle minutes, a reset, ...), a line is longer
+// than kMaxLine (kLineTooLong), or the writer gave up on the client (errc::timeout).
+std::error_code read_lines(net::Conn& conn, Room& room, const Member& me,
+                           const std::atomic<bool>& writer_failed) {
   std::string pending;
   char buf[512];
   for (;;) {
     (void)conn.set_read_deadline(net::deadline_after(5min));
+    // The writer sets writer_failed, then a deadline in the past; checked after our own
+    // deadline, so that one of the two always stops this loop.
+    if (writer_failed.load()) return net::errc::timeout;
     auto n = conn.read(buf, sizeof buf);
     if (!n) return n.error();
     if (*n == 0) return {};  // the peer closed
     pending.append(buf, *n);
     for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      if (nl > kMaxLine) return kLineTooLong;
       room.say.send(me.name + ": " + pending.substr(0, nl + 1));
       pending.erase(0, nl + 1);
     }
@@ -102,18 +107,20 @@ void serve(net::Conn conn, std::shared_ptr<Room> room) {
   room->say.send(me->name + " joined\n");
 
   goro::WaitGroup writer;
-  std::atomic<bool> stuck{false};
+  std::atomic<bool> writer_failed{false};
+  std::error_code write_error;  // read after writer.wait()
   writer.add(1);
   goro::go([&] {
-    if (!write_loop(conn, me)) {
-      // The peer stopped reading: wake our reader with a deadline in the past.
-      stuck.store(true);
+    write_error = write_loop(conn, me);
+    if (write_error) {
+      // The client stopped reading (or went away): wake our reader.
+      writer_failed.store(true);
       (void)conn.set_read_deadline(net::deadline_after(0s));
     }
     writer.done();
   });
 
-  const std::error_code why = read_lines(conn, *room, *me);
+  std::error_code why = read_lines(conn, *room, *me, writer_failed);
   room->leave.send(me);  // closes the outbox: the writer returns
   writer.wait();
   if (why == kLineTooLong) {
@@ -129,10 +136,11 @@ void serve(net::Conn conn, std::shared_ptr<Room> room) {
       if (*n == 0) break;
     }
   }
-  const char* reason = stuck.load()          ? "dropped (not reading)"
-                       : !why                 ? "left"
-                       : net::is_timeout(why) ? "timed out"
-                                              : "dropped";
+  if (write_error) why = write_error;
+  const char* reason = write_error && net::is_timeout(write_error) ? "dropped (not reading)"
+                       : !why                                      ? "left"
+                       : net::is_timeout(why)                      ? "timed out"
+                                                                   : "dropped";
   room->say.send(me->name + " " + reason + "\n");
   std::fprintf(stderr, "%s %s%s%s\n", me->name.c_str(), reason, why ? ": " : "",
                why ? why.message().c_str() : "");
