@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,30 +51,38 @@ void drop(int ep, Connection* c) {
 bool flush(Connection* c) {
   while (!c->pending.empty()) {
     ssize_t n = ::send(c->fd, c->pending.data(), c->pending.size(), MSG_NOSIGNAL);
-    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno == EAGAIN;
     c->pending.erase(0, static_cast<std::size_t>(n));
   }
   return true;
 }
 
-// Reads until the socket is drained, echoing as it goes; false when the connection ended.
-bool serve(Connection* c) {
+// Reads until the socket is drained, echoing as it goes; false when the connection
+// ended. After a hang-up (events has EPOLLRDHUP, HUP or ERR) a short read proves
+// nothing: the end of the stream is still to be read and no edge will announce it.
+bool serve(Connection* c, std::uint32_t events) {
   char buf[4096];
+  const bool hangup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
   if (!flush(c)) return false;
   for (;;) {
     ssize_t n = ::recv(c->fd, buf, sizeof buf, 0);
     if (n == 0) return false;
-    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno == EAGAIN;
     if (c->pending.empty()) {
-      ssize_t w = ::send(c->fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
+      ssize_t w;
+      do {
+        w = ::send(c->fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL);
+      } while (w < 0 && errno == EINTR);
+      if (w < 0 && errno != EAGAIN) return false;
       if (w < 0) w = 0;
       if (w < n) c->pending.append(buf + w, static_cast<std::size_t>(n - w));
     } else {
       c->pending.append(buf, static_cast<std::size_t>(n));
       if (!flush(c)) return false;
     }
-    if (static_cast<std::size_t>(n) < sizeof buf) return true;  // drained
+    if (!hangup && static_cast<std::size_t>(n) < sizeof buf) return true;  // drained
   }
 }
 
@@ -100,11 +109,11 @@ void loop(sockaddr_in addr) {
           ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
           ev.data.ptr = conn;
           ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-          if (!serve(conn)) drop(ep, conn);
+          if (!serve(conn, 0)) drop(ep, conn);
         }
         continue;
       }
-      if (!serve(c)) drop(ep, c);
+      if (!serve(c, events[i].events)) drop(ep, c);
     }
   }
 }
@@ -118,12 +127,12 @@ int main(int argc, char** argv) {
   auto colon = address.rfind(':');
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(address.c_str() + colon + 1)));
   if (colon == std::string::npos ||
       ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
     std::fprintf(stderr, "bad IPv4 address %s\n", address.c_str());
     return 2;
   }
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(address.c_str() + colon + 1)));
   std::fprintf(stderr, "epoll echo on %s with %d threads\n", address.c_str(), threads);
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back(loop, addr);

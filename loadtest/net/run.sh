@@ -42,6 +42,9 @@ reps="${REPS:-1}"
 
 log() { printf '%s\n' "$*" >&2; }
 
+# 1,000 connections and a few descriptors more: the servers and the client inherit this.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
 # CPU lists: "0-3" or "0,2" -> count.
 cpu_count() {
   local n=0 part a b
