@@ -57,6 +57,10 @@ try:
     read_until(b, a_left)
     a.close()
     print("goro-chat: broadcast, split lines, overlong line, leaving: ok")
+except BaseException:
+    server.kill()
+    print("goro-chat's stderr:\n" + server.stderr.read(), file=sys.stderr)
+    raise
 finally:
     server.kill()
     server.wait()

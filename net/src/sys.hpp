@@ -8,7 +8,8 @@
 // Everywhere else, and in sanitizer builds, they call libc: ASan checks the buffer in its recv/send
 // interceptors and TSan learns a socket's happens-before edges from them.
 //
-// Each returns what the system call returns, or -errno on failure; errno is untouched.
+// Each returns what the system call returns, or -errno on failure. Callers read the
+// error from the result, never from errno (which only the libc fallback sets).
 // recv and send take the socket path (recvfrom and sendto with no address), which is
 // lighter in the kernel than read and write through the file layer.
 #pragma once
