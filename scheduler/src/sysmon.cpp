@@ -44,6 +44,7 @@ constexpr std::int64_t kPreemptAfter = 10 * kMs;
 constexpr std::int64_t kMinDelay = 20'000;
 constexpr std::int64_t kMaxDelay = 10 * kMs;
 constexpr std::int64_t kPollStarvation = 10 * kMs;
+constexpr std::int64_t kStaleTimer = 10 * kMs;  // a due timer nobody ran for this long
 
 struct sigaction old_segv;
 struct sigaction old_bus;
@@ -272,6 +273,16 @@ void sysmon_main() {
         ready_list(list, n);
         idle = 0;
       }
+    }
+    // A timer overdue by more than a tick that nobody has run: its P is idle and the
+    // M that should have woken for it did not (Go's sysmon does the same check). Wake
+    // the poller, and start a spinning M, which runs every P's due timers when it
+    // steals. Seen with a goroutine that never parks (a read loop against a deadline
+    // in the past) while the only other goroutines slept on an idle P's timers.
+    if (std::int64_t next = earliest_timer(); next != 0 && next + kStaleTimer < now) {
+      netpoll_break();
+      wakep();
+      idle = 0;
     }
     if (retake(now) != 0) idle = 0;
     else idle++;

@@ -132,8 +132,11 @@ std::int64_t run_timers(P* pp, std::int64_t now) {
     t->index = -1;
     update_timer0(th);
     th->running_timer.store(t, std::memory_order_release);
+    // Read under the lock: once it is released the owner may re-arm t (a deadline
+    // changed while this fire is pending), writing its fields again.
+    void (*fire)(Timer*) = t->fire;
     th->lock.unlock();
-    t->fire(t);  // may free or reuse t's memory once it has readied its goroutine
+    fire(t);  // may free or reuse t's memory once it has readied its goroutine
     th->lock.lock();
     th->running_timer.store(nullptr, std::memory_order_release);
   }
