@@ -279,10 +279,11 @@ void sysmon_main() {
     // the poller, and start a spinning M, which runs every P's due timers when it
     // steals. Seen with a goroutine that never parks (a read loop against a deadline
     // in the past) while the only other goroutines slept on an idle P's timers.
+    // (sysmon's back-off is left alone: on an overloaded machine timers run late
+    // anyway, and waking Ms every 20 us would only add load.)
     if (std::int64_t next = earliest_timer(); next != 0 && next + kStaleTimer < now) {
       netpoll_break();
       wakep();
-      idle = 0;
     }
     if (retake(now) != 0) idle = 0;
     else idle++;
