@@ -149,44 +149,36 @@ sanitizer_env() {
   echo "TSAN_OPTIONS=$TSAN_OPTIONS"
 }
 
-stage_asan() {
-  local dir=$GORO_BUILD_ROOT/ci-asan
+# sanitizer_stage NAME CXX SANITIZER TITLE: a Debug -O1 build with GORO_SANITIZE and
+# every test, ctest -j1 (sanitizers make timing tests sensitive to neighbours).
+sanitizer_stage() {
+  local name=$1 cxx=$2 sanitizer=$3 title=$4
+  local dir=$GORO_BUILD_ROOT/ci-$name
   stage_start=$SECONDS
-  goro_section "asan: $ASAN_CXX GORO_SANITIZE=address (ASan+UBSan+LSan), all tests"
+  goro_section "$name: $cxx GORO_SANITIZE=$sanitizer ($title), all tests"
   sanitizer_env
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER="$(c_compiler_for "$ASAN_CXX")" -DCMAKE_CXX_COMPILER="$ASAN_CXX" \
+    -DCMAKE_C_COMPILER="$(c_compiler_for "$cxx")" -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    -DGORO_SANITIZE=address \
+    -DGORO_SANITIZE="$sanitizer" \
     -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
-    echo "asan: CONFIGURE FAILED"
-    record asan CONF 0 1 0 $((SECONDS - stage_start))
+    echo "$name: CONFIGURE FAILED"
+    record "$name" CONF 0 1 0 $((SECONDS - stage_start))
     return
   fi
-  build_and_test asan "$dir" "" -j1
+  build_and_test "$name" "$dir" "" -j1
 }
 
+stage_asan() { sanitizer_stage asan "$ASAN_CXX" address "ASan+UBSan+LSan"; }
+
 stage_tsan() {
-  local dir=$GORO_BUILD_ROOT/ci-tsan
-  stage_start=$SECONDS
-  goro_section "tsan: $TSAN_CXX GORO_SANITIZE=thread, all tests"
-  sanitizer_env
-  if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER="$(c_compiler_for "$TSAN_CXX")" -DCMAKE_CXX_COMPILER="$TSAN_CXX" \
-    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    -DGORO_SANITIZE=thread \
-    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
-    echo "tsan: CONFIGURE FAILED"
-    record tsan CONF 0 1 0 $((SECONDS - stage_start))
-    return
-  fi
   # TSan of LLVM 14 aborts with "unexpected memory mapping" on kernels that randomize
   # mmap with more bits than it knows; running without ASLR avoids that, and setarch's
   # personality is inherited by ctest's children.
   if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
     CTEST_WRAPPER=(setarch "$(uname -m)" -R)
   fi
-  build_and_test tsan "$dir" "" -j1
+  sanitizer_stage tsan "$TSAN_CXX" thread "TSan"
   CTEST_WRAPPER=()
 }
 
