@@ -59,11 +59,12 @@ bool flush(Connection* c) {
 }
 
 // Reads until the socket is drained, echoing as it goes; false when the connection
-// ended. After a hang-up (events has EPOLLRDHUP, HUP or ERR) a short read proves
-// nothing: the end of the stream is still to be read and no edge will announce it.
+// ended. After a hang-up (events has EPOLLRDHUP, HUP or ERR) or urgent data (PRI) a
+// short read proves nothing: the end of the stream, or the data behind the urgent
+// mark, is still to be read and no edge will announce it.
 bool serve(Connection* c, std::uint32_t events) {
   char buf[4096];
-  const bool hangup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+  const bool hangup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
   if (!flush(c)) return false;
   for (;;) {
     ssize_t n = ::recv(c->fd, buf, sizeof buf, 0);
@@ -106,7 +107,7 @@ void loop(sockaddr_in addr) {
           ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
           auto* conn = new Connection{fd, {}};
           epoll_event ev{};
-          ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+          ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
           ev.data.ptr = conn;
           ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
           if (!serve(conn, 0)) drop(ep, conn);

@@ -114,10 +114,11 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   // traffic). Wait for readiness first. Edge-triggered epoll reports any data that
   // arrived after the drain, so nothing is missed; a readiness edge older than the
   // drain costs the one EAGAIN this saves. Not after a hang-up: an end of stream or an
-  // error that came with the data is still there to read, with no edge to come.
+  // error that came with the data is still there to read, with no edge to come. Nor
+  // after TCP urgent data: a read stops short at the urgent mark, the rest queued.
   if (drained_) {
     drained_ = false;
-    if (!rt::poll_hangup_seen(pd_)) {
+    if (!rt::poll_hangup_or_urgent_seen(pd_)) {
       if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
     }
   }

@@ -1,4 +1,4 @@
-// The netpoller: one epoll instance (edge-triggered, in|out|rdhup), an eventfd to break
+// The netpoller: one epoll instance (edge-triggered, in|out|rdhup|pri), an eventfd to break
 // a blocking wait, and a PollDesc per registered descriptor with a reader and a writer
 // slot. See detail/netpoll.hpp for the contract.
 //
@@ -57,7 +57,7 @@ class PollDesc {
   std::atomic<std::uintptr_t> rg{kEmpty};
   std::atomic<std::uintptr_t> wg{kEmpty};
   std::atomic<bool> closing{false};
-  std::atomic<bool> hangup{false};            // epoll reported rdhup, hup or err
+  std::atomic<bool> hangup{false};            // epoll reported rdhup, hup, err or pri
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
   // (lock)
@@ -215,9 +215,10 @@ G* netpoll(std::int64_t delay_ns, int* count) {
 #endif
     std::uint32_t ev = events[i].events;
     // Before unblocking: a reader that consumes this readiness must also see it.
-    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pd->hangup.store(true, std::memory_order_release);
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
+      pd->hangup.store(true, std::memory_order_release);
     G* gs[2] = {nullptr, nullptr};
-    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) gs[0] = unblock(pd, 'r', true);
+    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI)) gs[0] = unblock(pd, 'r', true);
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, 'w', true);
     for (G* g : gs) {
       if (!g) continue;
@@ -262,7 +263,10 @@ PollDesc* poll_open(int fd) {
   __tsan_release(pd);
 #endif
   struct epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  // EPOLLPRI: TCP urgent data stops a read short at the urgent mark with the rest of
+  // the stream still queued; the reader must know a short read no longer proves the
+  // queue drained (see poll_hangup_or_urgent_seen).
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
   ev.data.ptr = pd;
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     int saved = errno;
@@ -324,7 +328,7 @@ PollStatus poll_wait(PollDesc* pd, char mode) {
   }
 }
 
-bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
+bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
 void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
   G* woken[2] = {nullptr, nullptr};

@@ -356,6 +356,42 @@ TEST_P(Conformance, DataThenEofThenEofAgain) {
   });
 }
 
+// TCP urgent data ends a read early, at the urgent mark, with the rest of the stream
+// already queued and no edge to come: the short read proves nothing. A telnet client's
+// interrupt (and any peer, on purpose) sends urgent data; the rest must still be read.
+TEST_P(Conformance, UrgentDataDoesNotStallTheRestOfTheStream) {
+  run_with(GetParam(), [] {
+    for (int round = 0; round < 5; ++round) {
+      Pair p = tcp_pair();
+      ASSERT_TRUE(p.client.is_open() && p.server.is_open());
+      ASSERT_FALSE(p.server.set_read_deadline(Clock::now() + 2s));
+      goro::Chan<std::string> done(1);
+      goro::go([&] {
+        // Parked in read before anything arrives, so one readiness edge covers all of
+        // it and this reader consumes that edge.
+        std::string got;
+        char buf[64];
+        while (got.size() < 6) {
+          auto n = p.server.read(buf, sizeof buf);
+          if (!n) {
+            got += " <" + n.error().message() + ">";
+            break;
+          }
+          if (*n == 0) break;
+          got.append(buf, *n);
+        }
+        done.send(std::move(got));
+      });
+      goro::sleep(20ms);
+      const int fd = p.client.fd();
+      ASSERT_EQ(::send(fd, "abc", 3, 0), 3);
+      ASSERT_EQ(::send(fd, "X", 1, MSG_OOB), 1);  // out of band: not part of the stream
+      ASSERT_EQ(::send(fd, "def", 3, 0), 3);
+      EXPECT_EQ(done.recv().value_or("?"), "abcdef") << "round " << round;
+    }
+  });
+}
+
 // shutdown_read: later reads return 0 rather than blocking.
 TEST(ConformanceTcp, ShutdownReadMakesReadsReturnZero) {
   run_with(2, [] {

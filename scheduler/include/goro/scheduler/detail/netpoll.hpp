@@ -35,8 +35,9 @@ void poll_evict(PollDesc* pd);
 PollStatus poll_wait(PollDesc* pd, char mode);
 
 // Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
-// local shutdown, or an error): a later read would not block. Sticky.
-bool poll_hangup_seen(PollDesc* pd);
+// local shutdown, or an error) or TCP urgent data: either can leave something to read
+// after a read that came back short, with no edge to announce it. Sticky.
+bool poll_hangup_or_urgent_seen(PollDesc* pd);
 
 // Sets the deadline of mode 'r', 'w' or 'b' (both): an absolute nanotime(), 0 for none,
 // or a time in the past (waits then return timeout at once). A G already parked sees
