@@ -10,6 +10,7 @@
 
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
 
 #include "internal.hpp"
 #include "net_fd.hpp"
@@ -45,13 +46,18 @@ constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
 Listener::Listener() noexcept = default;
 Listener::Listener(std::unique_ptr<detail::NetFd> fd, Addr addr, ListenOptions options,
-                   bool unlink_on_close) noexcept
-    : fd_(std::move(fd)), addr_(addr), options_(options), unlink_on_close_(unlink_on_close) {}
+                   bool unlink_on_close)
+    : fd_(std::move(fd)),
+      addr_(addr),
+      options_(options),
+      unlink_on_close_(unlink_on_close),
+      closed_(1) {}
 Listener::Listener(Listener&& other) noexcept
     : fd_(std::move(other.fd_)),
       addr_(other.addr_),
       options_(other.options_),
-      unlink_on_close_(std::exchange(other.unlink_on_close_, false)) {}
+      unlink_on_close_(std::exchange(other.unlink_on_close_, false)),
+      closed_(std::exchange(other.closed_, goro::Chan<char>::nil())) {}
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     if (fd_) close();
@@ -59,6 +65,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     addr_ = other.addr_;
     options_ = other.options_;
     unlink_on_close_ = std::exchange(other.unlink_on_close_, false);
+    closed_ = std::exchange(other.closed_, goro::Chan<char>::nil());
   }
   return *this;
 }
@@ -87,7 +94,7 @@ Result<Conn> Listener::accept() {
     if (!is_exhaustion(ec)) return ec;
     // Out of descriptors: the connection waits in the kernel's queue until some are
     // freed. Sleep instead of spinning on an accept that fails at once; log the
-    // episode once. (A close() meanwhile is seen after the current sleep.)
+    // episode once. A close() meanwhile ends the sleep (the next accept says closed).
     if (backoff.count() == 0) {
       backoff = kFirstBackoff;
       char reason[128];
@@ -106,13 +113,14 @@ Result<Conn> Listener::accept() {
       if (left <= 0) return errc::timeout;
       nap = std::min(nap, std::chrono::nanoseconds(left));
     }
-    goro::sleep(nap);
+    (void)goro::select(goro::recv_case(closed_), goro::timeout_case(nap));
   }
 }
 
 std::error_code Listener::close() {
   if (!fd_) return kNotOpen;
   std::error_code ec = fd_->close();
+  if (!ec) closed_.close();  // only the close that succeeded: closing twice throws
   if (!ec && unlink_on_close_) {
     unlink_on_close_ = false;
     std::string path = addr_.host();

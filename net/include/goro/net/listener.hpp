@@ -10,6 +10,7 @@
 #include <goro/net/conn.hpp>
 #include <goro/net/result.hpp>
 #include <goro/net/stream.hpp>
+#include <goro/scheduler/chan.hpp>
 
 namespace goro::net {
 
@@ -31,7 +32,7 @@ class Listener {
  public:
   Listener() noexcept;
   Listener(std::unique_ptr<detail::NetFd> fd, Addr addr, ListenOptions options,
-           bool unlink_on_close) noexcept;
+           bool unlink_on_close);
   Listener(Listener&&) noexcept;
   Listener& operator=(Listener&&) noexcept;
   ~Listener();
@@ -40,7 +41,7 @@ class Listener {
   // (errc::timeout) or close() (errc::closed). When the process is out of file
   // descriptors (EMFILE, ENFILE) or kernel memory, it does not fail: it sleeps 5 ms,
   // doubling up to 1 s, retrying until a descriptor frees up, and logs one line to
-  // stderr per such episode.
+  // stderr per such episode. close() ends such a sleep at once.
   Result<Conn> accept();
 
   // The bound address (with the real port when listening on port 0).
@@ -61,6 +62,7 @@ class Listener {
   Addr addr_;
   ListenOptions options_;
   bool unlink_on_close_ = false;
+  goro::Chan<char> closed_ = goro::Chan<char>::nil();  // closed by close(): ends a backoff
 };
 
 // Listens on address. network: "tcp" (IPv4 and IPv6: ":8080" listens on both),
