@@ -239,6 +239,14 @@ struct TlsConn::Impl {
   std::vector<unsigned char> in;  // ciphertext received, from in_pos on not yet consumed
   std::size_t in_pos = 0;
   bool in_eof = false;
+  // Where the ciphertext handed to OpenSSL stands in the record framing: header bytes
+  // of the next record seen, then body bytes still to come. An end of stream in the
+  // middle of a record is a truncation, not an end (OpenSSL, told to ignore a missing
+  // close_notify, reports both as the end).
+  unsigned char rec_hdr[5] = {};
+  std::size_t rec_hdr_have = 0;
+  std::size_t rec_left = 0;
+  bool truncated = false;
   std::vector<unsigned char> out;  // ciphertext to send
 
   std::vector<unsigned char> read_buf;  // guarded by read_mu
@@ -258,7 +266,29 @@ struct TlsConn::Impl {
   std::error_code flush();  // caller holds write_mu
   std::error_code encrypt(const void* data, std::size_t len);  // caller holds write_mu
   std::error_code ssl_failure(int ret, bool in_handshake);  // caller holds ssl_mu
+  void track_records(const unsigned char* p, std::size_t n);  // caller holds ssl_mu
 };
+
+void TlsConn::Impl::track_records(const unsigned char* p, std::size_t n) {
+  while (n > 0) {
+    if (rec_left == 0) {  // in a header: type (1), version (2), length (2)
+      std::size_t take = std::min(sizeof rec_hdr - rec_hdr_have, n);
+      std::memcpy(rec_hdr + rec_hdr_have, p, take);
+      rec_hdr_have += take;
+      p += take;
+      n -= take;
+      if (rec_hdr_have == sizeof rec_hdr) {
+        rec_left = static_cast<std::size_t>(rec_hdr[3]) << 8 | rec_hdr[4];
+        rec_hdr_have = 0;
+      }
+    } else {
+      std::size_t take = std::min(rec_left, n);
+      rec_left -= take;
+      p += take;
+      n -= take;
+    }
+  }
+}
 
 namespace {
 
@@ -279,12 +309,16 @@ int bio_read(BIO* bio, char* data, int len) {
   BIO_clear_retry_flags(bio);
   std::size_t avail = c->in.size() - c->in_pos;
   if (avail == 0) {
-    if (c->in_eof) return 0;
+    if (c->in_eof) {
+      if (c->rec_hdr_have != 0 || c->rec_left != 0) c->truncated = true;
+      return 0;
+    }
     BIO_set_retry_read(bio);
     return -1;
   }
   std::size_t n = std::min(avail, static_cast<std::size_t>(len));
   std::memcpy(data, c->in.data() + c->in_pos, n);
+  c->track_records(c->in.data() + c->in_pos, n);
   c->in_pos += n;
   if (c->in_pos == c->in.size()) {
     c->in.clear();
@@ -541,6 +575,7 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
     int err = SSL_ERROR_NONE;
     std::error_code ec;
     bool have_output;
+    bool truncated;
     {
       std::lock_guard lock(c.ssl_mu);
       // Ciphertext already queued is a writer's, and that writer flushes it before it
@@ -558,6 +593,7 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
         ERR_clear_error();
       }
       have_output = c.out.size() > queued;  // this read's own answer
+      truncated = c.truncated;
     }
     if (have_output) {
       // A post-handshake message that needs an answer (a TLS 1.3 KeyUpdate): send it
@@ -569,7 +605,15 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
     }
     if (n > 0) return n;
     if (ec) return ec;
-    if (err == SSL_ERROR_ZERO_RETURN) return std::size_t{0};
+    if (err == SSL_ERROR_ZERO_RETURN) {
+      // The stream ended inside a record: an attacker (or a broken peer) cut it. Go's
+      // crypto/tls says io.ErrUnexpectedEOF; an end between records stays an end.
+      if (truncated)
+        return std::error_code(
+            static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_UNEXPECTED_EOF_WHILE_READING)),
+            tls_category());
+      return std::size_t{0};
+    }
     if (err == SSL_ERROR_WANT_READ) {
       if (auto e = c.fill()) return e;
     }

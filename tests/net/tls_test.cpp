@@ -249,6 +249,97 @@ TEST(Tls, CloseNotifyEndsPeerRead) {
   });
 }
 
+// A Stream over a Conn whose writes can be cut: once armed, the next write sends only
+// its first `keep` bytes, then the write side is shut (a FIN, no close_notify).
+class CuttingStream final : public Stream {
+ public:
+  explicit CuttingStream(Conn c) : c_(std::move(c)) {}
+  std::atomic<long> keep{-1};  // -1: pass everything
+
+  Result<std::size_t> read(void* buf, std::size_t len) override { return c_.read(buf, len); }
+  Result<std::size_t> write(const void* buf, std::size_t len) override {
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return writev(&iov, 1);
+  }
+  Result<std::size_t> writev(const struct iovec* iov, int count) override {
+    std::string all;
+    for (int i = 0; i < count; ++i) all.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    long k = keep.exchange(-1);
+    if (k < 0) return c_.write(all.data(), all.size());
+    auto n = c_.write(all.data(), std::min(all.size(), static_cast<std::size_t>(k)));
+    if (!n) return n;
+    if (auto ec = c_.shutdown_write()) return ec;
+    return all.size();
+  }
+  std::error_code close() override { return c_.close(); }
+  std::error_code set_read_deadline(Deadline d) override { return c_.set_read_deadline(d); }
+  std::error_code set_write_deadline(Deadline d) override { return c_.set_write_deadline(d); }
+  std::error_code set_deadline(Deadline d) override { return c_.set_deadline(d); }
+  Addr remote_addr() const override { return c_.remote_addr(); }
+  Addr local_addr() const override { return c_.local_addr(); }
+
+ private:
+  Conn c_;
+};
+
+// A stream cut inside a record is an error (Go: io.ErrUnexpectedEOF); one cut between
+// records, without close_notify, ends like a clean close (as many HTTPS peers do).
+TEST(Tls, TruncationInsideARecordIsAnErrorBetweenRecordsAnEnd) {
+  TestPki pki;
+  TlsCertificate leaf = pki.leaf("cn", {"cn.test"});
+  const std::string message = "hello, truncated world";
+  constexpr long kWhole = 1 << 20;
+  for (long keep : {5L + 3, 3L, kWhole}) {  // inside the body, inside the header, all
+    run_with(2, [&] {
+      auto sctx = TlsContext::server({.certificates = {leaf}});
+      ASSERT_TRUE(sctx);
+      auto ln = listen("tcp", "127.0.0.1:0");
+      ASSERT_TRUE(ln);
+      goro::WaitGroup wg;
+      wg.add(1);
+      goro::go([&] {
+        auto raw = ln->accept();
+        if (raw) {
+          auto cutter = std::make_unique<CuttingStream>(std::move(*raw));
+          CuttingStream* cut = cutter.get();
+          auto c = TlsConn::server(std::move(cutter), *sctx);
+          EXPECT_TRUE(c);
+          if (c) {
+            EXPECT_FALSE(c->handshake());
+            cut->keep = keep;
+            EXPECT_TRUE(c->write(message.data(), message.size()));
+          }
+        }
+        wg.done();
+      });
+      auto c = tls_dial("tcp", ln->addr().to_string(), client_ctx(pki, "cn.test"));
+      ASSERT_TRUE(c) << c.error().message();
+      ASSERT_FALSE(c->set_read_deadline(Clock::now() + 5s));
+      std::string got;
+      std::error_code ec;
+      char buf[256];
+      for (;;) {
+        auto n = c->read(buf, sizeof buf);
+        if (!n) {
+          ec = n.error();
+          break;
+        }
+        if (*n == 0) break;
+        got.append(buf, *n);
+      }
+      if (keep == kWhole) {
+        EXPECT_FALSE(ec) << ec.message();
+        EXPECT_EQ(got, message);
+      } else {
+        EXPECT_EQ(got, "") << "keep " << keep;
+        EXPECT_EQ(&ec.category(), &tls_category()) << "keep " << keep << ": " << ec.message();
+        EXPECT_NE(ec.message().find("unexpected eof"), std::string::npos) << ec.message();
+      }
+      wg.wait();
+    });
+  }
+}
+
 TEST(Tls, HandshakeHonoursDeadline) {
   TestPki pki;
   run_with(2, [&] {
