@@ -205,9 +205,15 @@ G* netpoll(std::int64_t delay_ns, int* count) {
   for (int i = 0; i < n; ++i) {
     auto* pd = static_cast<PollDesc*>(events[i].data.ptr);
     if (pd == nullptr) {
-      std::uint64_t v;
-      if (read(breakfd, &v, sizeof v) < 0) {}
-      break_pending.store(false);
+      // Only a blocking poll takes the break. The eventfd is level-triggered, so a
+      // break stays visible until then; were a non-blocking poll (find_runnable's, or
+      // sysmon's) to read it, the M blocked in epoll_wait, woken for it, would find
+      // nothing and sleep on past the timer it was woken for.
+      if (delay_ns != 0) {
+        std::uint64_t v;
+        if (read(breakfd, &v, sizeof v) < 0) {}
+        break_pending.store(false);
+      }
       continue;
     }
 #if defined(GORO_TSAN)
