@@ -553,6 +553,17 @@ void wakep() {
   startm(nullptr, true);
 }
 
+void wake_net_poller(std::int64_t when) {
+  if (sched.lastpoll.load(std::memory_order_seq_cst) == 0) {
+    // poll_until is 0 or the time the blocked poll runs to: at worst a spurious
+    // break, never a missed one.
+    std::int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
+    if (until == 0 || until > when) netpoll_break();
+  } else {
+    wakep();  // nobody in the poller: get an M there to watch the new timer
+  }
+}
+
 // Hands off pp, whose M is blocked (in a syscall) or gone: start an M for it if there
 // is work or nobody is spinning, else put it on the idle list.
 void handoffp(P* pp) {
@@ -584,10 +595,7 @@ void handoffp(P* pp) {
   std::int64_t when = pp->timers.timer0.load(std::memory_order_acquire);
   pidleput(pp);
   sched.lock.unlock();
-  if (when != 0) {
-    std::int64_t until = sched.poll_until.load(std::memory_order_acquire);
-    if (until == 0 || until > when) netpoll_break();
-  }
+  if (when != 0) wake_net_poller(when);
 }
 
 // ---------------------------------------------------------------------------------
@@ -1073,6 +1081,7 @@ void execute(M* m, G* g, bool inherit) {
         sched.lock.lock();
         globrunqput(g);
         sched.lock.unlock();
+        wakep();  // an idle P may take it (Go's goschedImpl does the same)
         return;
       case SwitchReason::syscall_no_p: {
         // Back from a blocking call without a P. Look for an idle P and queue g under

@@ -266,6 +266,9 @@ M* this_m() noexcept;
 // Scheduler entry points shared by the runtime's files (proc.cpp unless noted).
 void ready_list(G* list, int n);            // make a chain of runnable Gs (netpoll)
 void wakep();
+// A P's earliest timer became `when`: break the M blocked in the netpoller if it would
+// sleep past it, or, with nobody polling, start an M to poll (Go's wakeNetPoller).
+void wake_net_poller(std::int64_t when);
 void handoffp(P* pp);
 void startm(P* pp, bool spinning);
 void globrunqput(G* g);                     // caller holds sched.lock

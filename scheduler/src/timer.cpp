@@ -85,10 +85,9 @@ void timer_start(Timer* t) {
   update_timer0(th);
   th->lock.unlock();
   if (!earliest) return;
-  // A blocked netpoller must wake up for an earlier deadline.
-  std::int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
-  if (sched.lastpoll.load(std::memory_order_seq_cst) == 0 && (until == 0 || when < until))
-    netpoll_break();
+  // A blocked netpoller must wake up for an earlier deadline; with none, an M must
+  // get there (the timers of idle Ps are watched only by the M in the netpoller).
+  wake_net_poller(when);
   if (m == nullptr || m->p == nullptr) wakep();
 }
 
