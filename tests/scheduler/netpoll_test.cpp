@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "sync_test_util.hpp"
@@ -126,6 +127,50 @@ TEST_P(Netpoll, ReadinessWakesParkedReader) {
     EXPECT_GE(woke.load(), written.load()) << "the reader returned before the write";
     EXPECT_LT(woke.load() - written.load(), 50 * kMs);
     p.close();
+  });
+}
+
+// Only the M blocked in the netpoller watches the timers of idle Ps. When it takes a
+// goroutine that then never enters the runtime (here a loop of pure user code, as a
+// read loop against a deadline in the past is), nobody is left watching them; sysmon's
+// check for overdue timers (docs/scheduler.md, Departures) must bound how late they
+// run. Go bounds it by preempting every goroutine after 10 ms.
+TEST_P(Netpoll, TimersOfIdlePsRunWhileTheExPollerNeverYields) {
+  run([] {
+    for (int round = 0; round < 3; ++round) {
+      Pipe p;
+      ASSERT_TRUE(p.open());
+      std::atomic<bool> parked{false};
+      std::atomic<std::int64_t> late_ns{-1};
+      goro::WaitGroup wg;
+      wg.add(2);
+      goro::go([&] {  // the reader: woken by a write from outside, then never yields
+        parked.store(true);
+        (void)goro::detail::poll_wait(p.pd, 'r');
+        const std::int64_t end = nanotime() + 600 * kMs;
+        while (nanotime() < end) {
+        }
+        wg.done();
+      });
+      goro::go([&] {  // the sleeper, on whichever P it runs on
+        while (!parked.load()) goro::yield();
+        const std::int64_t want = nanotime() + 100 * kMs;
+        goro::sleep(100ms);
+        late_ns.store(nanotime() - want);
+        wg.done();
+      });
+      // From outside the runtime, while every goroutine is parked or asleep: the M in
+      // the poller is the only one awake to take the reader.
+      std::thread writer([&] {
+        std::this_thread::sleep_for(30ms);
+        p.write_byte();
+      });
+      wg.wait();
+      writer.join();
+      EXPECT_LT(late_ns.load(), 100 * kMs) << "round " << round << ": the sleeper woke "
+                                           << late_ns.load() / kMs << " ms late";
+      p.close();
+    }
   });
 }
 
