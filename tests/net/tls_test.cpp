@@ -1,8 +1,11 @@
 // TLS: round trips, SNI certificate choice, ALPN, verification failures, close_notify.
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net_test_util.hpp"
@@ -338,6 +341,92 @@ TEST(Tls, TruncationInsideARecordIsAnErrorBetweenRecordsAnEnd) {
       wg.wait();
     });
   }
+}
+
+// A TLS 1.2 handshake by a plain OpenSSL client (blocking, on its own thread, outside
+// the runtime) offering only `ciphers`: the suite agreed, or "" if it failed.
+std::string tls12_handshake(const std::string& addr, const char* ciphers) {
+  std::string agreed;
+  std::thread t([&] {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    if (SSL_CTX_set_cipher_list(ctx, ciphers) == 1) {
+      BIO* bio = BIO_new_connect(addr.c_str());
+      SSL* ssl = SSL_new(ctx);
+      if (BIO_do_connect(bio) == 1) {
+        SSL_set_bio(ssl, bio, bio);
+        if (SSL_connect(ssl) == 1) agreed = SSL_get_cipher_name(ssl);
+      } else {
+        BIO_free(bio);
+      }
+      SSL_free(ssl);
+    }
+    SSL_CTX_free(ctx);
+  });
+  // Park the goroutine, not the thread, until the client thread is done.
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    t.join();
+    done = true;
+  });
+  while (!done) goro::sleep(1ms);
+  waiter.join();
+  return agreed;
+}
+
+// The server's TLS 1.2 defaults are forward-secret AEAD suites: no CBC (LUCKY13), no
+// static RSA key exchange. Both are in OpenSSL's default list.
+TEST(Tls, ServerOffersOnlyForwardSecretAeadSuitesOnTls12) {
+  TestPki pki;
+  TlsCertificate leaf = pki.leaf("cn", {"cn.test"});
+  run_with(2, [&] {
+    auto sctx = TlsContext::server({.certificates = {leaf}});
+    ASSERT_TRUE(sctx) << sctx.error().message();
+    auto ln = tls_listen("tcp", "127.0.0.1:0", *sctx);
+    ASSERT_TRUE(ln);
+    goro::WaitGroup wg;
+    wg.add(1);
+    goro::go([&] {
+      for (;;) {
+        auto c = ln->accept();
+        if (!c) break;
+        (void)c->handshake();
+        c->close();
+      }
+      wg.done();
+    });
+    const std::string addr = ln->addr().to_string();
+    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-AES128-GCM-SHA256"), "ECDHE-ECDSA-AES128-GCM-SHA256");
+    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-CHACHA20-POLY1305"), "ECDHE-ECDSA-CHACHA20-POLY1305");
+    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384"), "");
+    ln->close();
+    wg.wait();
+
+    // A list of one's own replaces the default; one OpenSSL does not know fails.
+    TlsConfig legacy{.certificates = {leaf}};
+    legacy.ciphers = "ECDHE-ECDSA-AES128-SHA";
+    auto lctx = TlsContext::server(legacy);
+    ASSERT_TRUE(lctx) << lctx.error().message();
+    auto lln = tls_listen("tcp", "127.0.0.1:0", *lctx);
+    ASSERT_TRUE(lln);
+    wg.add(1);
+    goro::go([&] {
+      auto c = lln->accept();
+      if (c) {
+        (void)c->handshake();
+        c->close();
+      }
+      wg.done();
+    });
+    EXPECT_EQ(tls12_handshake(lln->addr().to_string(), "ECDHE-ECDSA-AES128-SHA"), "ECDHE-ECDSA-AES128-SHA");
+    wg.wait();
+    TlsConfig bad{.certificates = {leaf}};
+    bad.ciphers = "NO-SUCH-CIPHER";
+    auto bctx = TlsContext::server(bad);
+    ASSERT_FALSE(bctx);
+    EXPECT_NE(bctx.error().message().find("cipher"), std::string::npos) << bctx.error().message();
+  });
 }
 
 TEST(Tls, HandshakeHonoursDeadline) {

@@ -46,11 +46,16 @@ struct TlsConfig {
   std::string ca_file;
   // Client: verify the server's certificate chain and name. Off only for tests.
   bool verify = true;
+  // Both: the TLS 1.2 cipher suites, in OpenSSL's cipher-list syntax. Empty: forward
+  // secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305, Mozilla's
+  // "intermediate" profile); a client also accepts ECDHE with AES-CBC, last, for old
+  // servers. TLS 1.3 suites are OpenSSL's (all AEAD).
+  std::string ciphers;
 };
 
 // Certificates and settings loaded once and shared by many connections; immutable and
-// safe to share between goroutines. TLS 1.2 is the minimum version; OpenSSL 3's
-// default ciphers; compression and renegotiation are disabled.
+// safe to share between goroutines. TLS 1.2 is the minimum version; ciphers as
+// TlsConfig::ciphers says; compression and renegotiation are disabled.
 class TlsContext {
  public:
   struct Impl;
