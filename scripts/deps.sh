@@ -46,6 +46,7 @@ GORO_DEPS_LOADTEST=(
   wrk
   apache2-utils
   gnuplot-nox
+  testssl.sh        # scripts/check-tls.sh
 )
 
 # Prints the packages of the given groups (build|test|loadtest|all), one per line.
