@@ -67,19 +67,24 @@ int child_scenario() {
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = 256;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-    // Eat every descriptor, then give one back for the client's socket.
+    // Eats every descriptor, then gives one back for a client's socket. False if the
+    // limit was not what ran out.
     std::vector<int> hoard;
-    for (;;) {
-      int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;
-      hoard.push_back(fd);
-    }
-    if (errno != EMFILE || hoard.empty()) {
+    auto exhaust = [&hoard] {
+      for (;;) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) break;
+        hoard.push_back(fd);
+      }
+      if (errno != EMFILE || hoard.empty()) return false;
+      close(hoard.back());
+      hoard.pop_back();
+      return true;
+    };
+    if (!exhaust()) {
       result = kNotExhausted;
       return;
     }
-    close(hoard.back());
-    hoard.pop_back();
     auto client = dial("tcp", ln->addr().to_string());
     if (!client) {
       result = kDialFailed;
@@ -99,6 +104,7 @@ int child_scenario() {
       return;
     }
     for (int fd : hoard) close(fd);
+    hoard.clear();
     // The backoff is at most 1 s; the pending connection is served after it.
     auto t0 = Clock::now();
     while (accepted.load() == 1 && ms_since(t0) < 2000) goro::sleep(5ms);
@@ -116,13 +122,10 @@ int child_scenario() {
     client->close();
     // A second episode, long enough for the backoff to reach its 1 s ceiling; then
     // close() must end the accept at once, not after the sleep in progress.
-    for (;;) {
-      int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;
-      hoard.push_back(fd);
+    if (!exhaust()) {
+      result = kNotExhausted;
+      return;
     }
-    close(hoard.back());
-    hoard.pop_back();
     auto client2 = dial("tcp", ln->addr().to_string());
     if (!client2) {
       result = kDialFailed;
