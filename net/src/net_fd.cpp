@@ -125,9 +125,10 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   for (;;) {
     ssize_t n = sys::recv(fd_, buf, len, 0);
     if (n >= 0) {
-      // On a stream socket a short read means nothing was left (not for datagrams).
-      drained_ = n > 0 && static_cast<std::size_t>(n) < len &&
-                 (kind_ == Network::tcp || kind_ == Network::unix_stream);
+      // On TCP a short read means nothing was left. Not on a datagram socket, nor on
+      // a Unix stream: its read stops after a message that carried descriptors, or
+      // (with SO_PASSCRED) where two writers' messages meet, with more queued.
+      drained_ = n > 0 && static_cast<std::size_t>(n) < len && kind_ == Network::tcp;
       return static_cast<std::size_t>(n);
     }
     int e = static_cast<int>(-n);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -576,6 +577,59 @@ TEST_P(Conformance, Ipv6LoopbackAddresses) {
     EXPECT_EQ(std::string(buf, *r), "six");
     // tcp4 cannot reach an IPv6 literal.
     EXPECT_FALSE(dial("tcp4", addr));
+  });
+}
+
+// A Unix stream read stops after a message that carried descriptors (SCM_RIGHTS),
+// with what follows already queued and no edge to come: a short read proves nothing
+// there, unlike on TCP.
+TEST_P(Conformance, UnixReadAfterPassedDescriptorDoesNotStall) {
+  run_with(GetParam(), [] {
+    std::string name = "@goro-scm-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam());
+    auto ln = listen("unix", name);
+    ASSERT_TRUE(ln) << ln.error().message();
+    auto client = dial("unix", name);
+    ASSERT_TRUE(client) << client.error().message();
+    auto server = ln->accept();
+    ASSERT_TRUE(server) << server.error().message();
+    ASSERT_FALSE(server->set_read_deadline(Clock::now() + 2s));
+    goro::Chan<std::string> done(1);
+    goro::go([&] {
+      // Parked before anything arrives: one readiness edge covers both messages.
+      std::string got;
+      char buf[64];
+      while (got.size() < 2) {
+        auto n = server->read(buf, sizeof buf);
+        if (!n) {
+          got += " <" + n.error().message() + ">";
+          break;
+        }
+        if (*n == 0) break;
+        got.append(buf, *n);
+      }
+      done.send(std::move(got));
+    });
+    goro::sleep(20ms);
+    // "A" with a descriptor attached, then "B", from a raw sendmsg.
+    int passed = ::dup(STDIN_FILENO);
+    ASSERT_GE(passed, 0);
+    char a = 'A';
+    struct iovec iov = {&a, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &passed, sizeof(int));
+    ASSERT_EQ(::sendmsg(client->fd(), &msg, 0), 1);
+    ::close(passed);
+    ASSERT_EQ(::send(client->fd(), "B", 1, 0), 1);
+    EXPECT_EQ(done.recv().value_or("?"), "AB");
   });
 }
 
