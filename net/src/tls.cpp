@@ -89,6 +89,13 @@ const std::error_category& x509_category() noexcept {
   return category;
 }
 
+namespace {
+const std::error_code kUnexpectedEof(
+    static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_UNEXPECTED_EOF_WHILE_READING)), tls_category());
+}  // namespace
+
+bool is_unexpected_eof(std::error_code ec) noexcept { return ec == kUnexpectedEof; }
+
 // ---------------------------------------------------------------------------------
 // TlsContext
 
@@ -171,7 +178,9 @@ SSL_CTX* new_ctx(bool server, const std::string& ciphers) {
   // IGNORE_UNEXPECTED_EOF: an EOF without close_notify ends a read (see docs/net.md).
   uint64_t options =
       SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
-  if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+  // Server order, except that a client preferring ChaCha20 (no AES hardware, as on
+  // many phones) gets it.
+  if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA;
   SSL_CTX_set_options(c, options);
   SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);  // idle connections keep no record buffers
   return c;
@@ -266,6 +275,7 @@ struct TlsConn::Impl {
   unsigned char rec_hdr[5] = {};
   std::size_t rec_hdr_have = 0;
   std::size_t rec_left = 0;
+  bool first_record = true;  // a server's may be an SSLv2-format ClientHello
   bool truncated = false;
   std::vector<unsigned char> out;  // ciphertext to send
 
@@ -292,14 +302,21 @@ struct TlsConn::Impl {
 void TlsConn::Impl::track_records(const unsigned char* p, std::size_t n) {
   while (n > 0) {
     if (rec_left == 0) {  // in a header: type (1), version (2), length (2)
-      std::size_t take = std::min(sizeof rec_hdr - rec_hdr_have, n);
+      // OpenSSL still takes an SSLv2-format ClientHello as a server's first record:
+      // a 2-byte header, high bit set, then 15 bits of length.
+      const bool v2 = first_record && ctx->is_server() &&
+                      (rec_hdr_have > 0 ? rec_hdr[0] : p[0]) & 0x80;
+      const std::size_t hdr_len = v2 ? 2 : sizeof rec_hdr;
+      std::size_t take = std::min(hdr_len - rec_hdr_have, n);
       std::memcpy(rec_hdr + rec_hdr_have, p, take);
       rec_hdr_have += take;
       p += take;
       n -= take;
-      if (rec_hdr_have == sizeof rec_hdr) {
-        rec_left = static_cast<std::size_t>(rec_hdr[3]) << 8 | rec_hdr[4];
+      if (rec_hdr_have == hdr_len) {
+        rec_left = v2 ? static_cast<std::size_t>(rec_hdr[0] & 0x7f) << 8 | rec_hdr[1]
+                      : static_cast<std::size_t>(rec_hdr[3]) << 8 | rec_hdr[4];
         rec_hdr_have = 0;
+        first_record = false;
       }
     } else {
       std::size_t take = std::min(rec_left, n);
@@ -628,10 +645,7 @@ Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
     if (err == SSL_ERROR_ZERO_RETURN) {
       // The stream ended inside a record: an attacker (or a broken peer) cut it. Go's
       // crypto/tls says io.ErrUnexpectedEOF; an end between records stays an end.
-      if (truncated)
-        return std::error_code(
-            static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_UNEXPECTED_EOF_WHILE_READING)),
-            tls_category());
+      if (truncated) return kUnexpectedEof;
       return std::size_t{0};
     }
     if (err == SSL_ERROR_WANT_READ) {

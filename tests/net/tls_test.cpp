@@ -332,9 +332,11 @@ TEST(Tls, TruncationInsideARecordIsAnErrorBetweenRecordsAnEnd) {
       }
       if (keep == kWhole) {
         EXPECT_FALSE(ec) << ec.message();
+        EXPECT_FALSE(is_unexpected_eof(ec));
         EXPECT_EQ(got, message);
       } else {
         EXPECT_EQ(got, "") << "keep " << keep;
+        EXPECT_TRUE(is_unexpected_eof(ec)) << "keep " << keep << ": " << ec.message();
         EXPECT_EQ(&ec.category(), &tls_category()) << "keep " << keep << ": " << ec.message();
         EXPECT_NE(ec.message().find("unexpected eof"), std::string::npos) << ec.message();
       }

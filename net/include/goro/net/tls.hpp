@@ -47,8 +47,8 @@ struct TlsConfig {
   // Client: verify the server's certificate chain and name. Off only for tests.
   bool verify = true;
   // Both: the TLS 1.2 cipher suites, in OpenSSL's cipher-list syntax. Empty: forward
-  // secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305, Mozilla's
-  // "intermediate" profile); a client also accepts ECDHE with AES-CBC, last, for old
+  // secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305, the ECDHE part
+  // of Mozilla's "intermediate" profile); a client also accepts ECDHE with AES-CBC, last, for old
   // servers. TLS 1.3 suites are OpenSSL's (all AEAD).
   std::string ciphers;
 };
@@ -164,5 +164,10 @@ Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
 // name mismatch).
 const std::error_category& tls_category() noexcept;
 const std::error_category& x509_category() noexcept;
+
+// True for the error a TlsConn read returns when the stream ended inside a record: it
+// was cut, by an attacker or a broken peer (Go's io.ErrUnexpectedEOF). An end between
+// records, with or without close_notify, is a read of 0 instead.
+bool is_unexpected_eof(std::error_code ec) noexcept;
 
 }  // namespace goro::net
