@@ -52,7 +52,16 @@ testssl --quiet --color 0 --warnings off --fast "$addr" >"$report" 2>&1 || true
 grep -E "^ (SSLv2|SSLv3|TLS 1|TLS 1.1|TLS 1.2|TLS 1.3) |ciphers|PFS|VULNERABLE|not vulnerable" "$report" || true
 
 # Findings that are the server's fault, not the throw-away certificate's.
-bad=$(grep -E "^ (SSLv2|SSLv3|TLS 1|TLS 1.1) +offered|^ (NULL|Anonymous|Export|LOW|Triple DES|Obsolete CBC).* offered( |$)|PFS is not offered|VULNERABLE" "$report" | grep -v "not offered" || true)
+# (testssl 3.0 says "No ciphers supporting Forward Secrecy offered" when there is none,
+# and "not offered" is good news on every other line.)
+bad=$({
+  grep -E "^ (SSLv2|SSLv3|TLS 1|TLS 1.1) +offered|^ (NULL|Anonymous|Export|LOW|Triple DES|Obsolete CBC).* offered( |$)|VULNERABLE" "$report" |
+    grep -v "not offered"
+  grep -E "No ciphers supporting Forward Secrecy|PFS is not offered" "$report"
+  # Every TLS 1.2 suite the server accepts must have ECDHE key exchange (the cipher
+  # table: hexcode, OpenSSL name, key exchange, ...; TLS 1.3 suites start with TLS_).
+  awk '/^ x[0-9a-f]+ / && $2 !~ /^TLS_/ && $3 != "ECDH" { print "no forward secrecy: " $2 }' "$report"
+} || true)
 if [ -n "$bad" ] || ! grep -q "TLS 1.3    offered" "$report"; then
   echo "check-tls: findings:" >&2
   printf '%s\n' "$bad" >&2
