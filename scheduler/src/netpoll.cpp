@@ -338,10 +338,11 @@ bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memo
 
 void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
   G* woken[2] = {nullptr, nullptr};
+  std::int64_t wake[2] = {0, 0};  // timer_wake after the unlock: it may start a thread
   pd->lock.lock();
   const std::int64_t now = nanotime();
   auto apply = [&](char which, std::int64_t& field, PollDesc::DeadlineTimer& dt,
-                   std::atomic<bool>& expired, G*& out) {
+                   std::atomic<bool>& expired, G*& out, std::int64_t& wake_at) {
     field = deadline;
     timer_stop_nowait(&dt.timer);
     expired.store(false, std::memory_order_release);
@@ -353,11 +354,12 @@ void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
     }
     dt.timer.when = deadline;
     dt.timer.fire = deadline_fire;
-    timer_start(&dt.timer);
+    wake_at = timer_add(&dt.timer);
   };
-  if (mode == 'r' || mode == 'b') apply('r', pd->rd, pd->rt, pd->rd_expired, woken[0]);
-  if (mode == 'w' || mode == 'b') apply('w', pd->wd, pd->wt, pd->wd_expired, woken[1]);
+  if (mode == 'r' || mode == 'b') apply('r', pd->rd, pd->rt, pd->rd_expired, woken[0], wake[0]);
+  if (mode == 'w' || mode == 'b') apply('w', pd->wd, pd->wt, pd->wd_expired, woken[1], wake[1]);
   pd->lock.unlock();
+  for (std::int64_t w : wake) timer_wake(w);
   for (G* g : woken)
     if (g) ready(g);
 }

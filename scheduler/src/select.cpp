@@ -75,8 +75,9 @@ struct SelectPark {
 // harmless as a waker right after it: the G is already parked.
 bool select_commit(G*, void* arg) {
   const SelectPark p = *static_cast<SelectPark*>(arg);
-  if (p.timer != nullptr) timer_start(p.timer);
+  const std::int64_t wake = p.timer != nullptr ? timer_add(p.timer) : 0;
   unlock_all(p.cases, p.lock_order, p.n);
+  timer_wake(wake);  // not under the channel locks: it may start a thread
   return true;
 }
 

@@ -69,7 +69,7 @@ void update_timer0(TimerHeap* th) {
 
 }  // namespace
 
-void timer_start(Timer* t) {
+std::int64_t timer_add(Timer* t) {
   M* m = this_m();
   P* pp = (m && m->p) ? m->p : sched.all_p[0];
   TimerHeap* th = &pp->timers;
@@ -84,12 +84,19 @@ void timer_start(Timer* t) {
   const std::int64_t when = t->when;
   update_timer0(th);
   th->lock.unlock();
-  if (!earliest) return;
+  return earliest ? when : 0;
+}
+
+void timer_wake(std::int64_t when) {
+  if (when == 0) return;
   // A blocked netpoller must wake up for an earlier deadline; with none, an M must
   // get there (the timers of idle Ps are watched only by the M in the netpoller).
   wake_net_poller(when);
+  M* m = this_m();
   if (m == nullptr || m->p == nullptr) wakep();
 }
+
+void timer_start(Timer* t) { timer_wake(timer_add(t)); }
 
 bool timer_stop_nowait(Timer* t) {
   TimerHeap* th = heap_of(t);

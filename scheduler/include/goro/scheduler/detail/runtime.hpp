@@ -107,6 +107,13 @@ struct Timer {
 // parking G must be armed in that G's park commit, never before it parks.
 void timer_start(Timer* t);
 
+// timer_start in two halves, for a caller that holds a lock while arming: timer_add
+// arms t and returns the time to wake the netpoller for (0: nothing to do); the caller
+// passes it to timer_wake once its locks are released (timer_wake(0) does nothing).
+// Waking may start a thread, which is better not done under a lock.
+std::int64_t timer_add(Timer* t);
+void timer_wake(std::int64_t when);
+
 // Disarms t. Returns true if it was removed before firing; false if it already fired
 // (in that case fire has returned by the time timer_stop returns).
 bool timer_stop(Timer* t);
