@@ -68,6 +68,20 @@ std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
   return v;
 }
 
+// Reads from c until `want` bytes came, the stream ended or a read failed; a failure
+// is appended to what was read as " <message>", so one comparison shows both.
+std::string read_at_least(Conn& c, std::size_t want) {
+  std::string got;
+  char buf[64];
+  while (got.size() < want) {
+    auto n = c.read(buf, sizeof buf);
+    if (!n) return got + " <" + n.error().message() + ">";
+    if (*n == 0) break;
+    got.append(buf, *n);
+  }
+  return got;
+}
+
 // --- Listener ------------------------------------------------------------------------
 
 // Several goroutines wait in accept() (one parked in the poller, the others on the
@@ -370,18 +384,7 @@ TEST_P(Conformance, UrgentDataDoesNotStallTheRestOfTheStream) {
       goro::go([&] {
         // Parked in read before anything arrives, so one readiness edge covers all of
         // it and this reader consumes that edge.
-        std::string got;
-        char buf[64];
-        while (got.size() < 6) {
-          auto n = p.server.read(buf, sizeof buf);
-          if (!n) {
-            got += " <" + n.error().message() + ">";
-            break;
-          }
-          if (*n == 0) break;
-          got.append(buf, *n);
-        }
-        done.send(std::move(got));
+        done.send(read_at_least(p.server, 6));
       });
       goro::sleep(20ms);
       const int fd = p.client.fd();
@@ -596,18 +599,7 @@ TEST_P(Conformance, UnixReadAfterPassedDescriptorDoesNotStall) {
     goro::Chan<std::string> done(1);
     goro::go([&] {
       // Parked before anything arrives: one readiness edge covers both messages.
-      std::string got;
-      char buf[64];
-      while (got.size() < 2) {
-        auto n = server->read(buf, sizeof buf);
-        if (!n) {
-          got += " <" + n.error().message() + ">";
-          break;
-        }
-        if (*n == 0) break;
-        got.append(buf, *n);
-      }
-      done.send(std::move(got));
+      done.send(read_at_least(*server, 2));
     });
     goro::sleep(20ms);
     // "A" with a descriptor attached, then "B", from a raw sendmsg.
