@@ -11,6 +11,12 @@
 // Deadlines are Timers. A firing deadline timer checks, under the lock, that the
 // deadline now in force has really passed, so a timer armed for an older deadline
 // that fires late does nothing.
+//
+// PollDescs are recycled. An event that epoll_wait returned for a descriptor closed
+// (and its PollDesc reused) before the event was looked at must not reach the new
+// user: epoll's data word carries the PollDesc's address and, in the top 16 bits, the
+// registration's sequence number, and netpoll drops events whose number is stale (as
+// Go's taggedPointer and fdseq do).
 
 #include <goro/scheduler/detail/netpoll.hpp>
 
@@ -60,6 +66,7 @@ class PollDesc {
   std::atomic<bool> hangup{false};            // epoll reported rdhup, hup, err or pri
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
+  std::atomic<std::uint16_t> seq{0};          // bumped by poll_open and poll_close
   // (lock)
   std::int64_t rd = 0, wd = 0;                // deadlines in force, 0 = none
   DeadlineTimer rt, wt;
@@ -78,6 +85,14 @@ PollDesc* free_pds = nullptr;
 std::vector<PollDesc*> all_pds;
 
 std::atomic<std::uintptr_t>& slot(PollDesc* pd, char mode) { return mode == 'r' ? pd->rg : pd->wg; }
+
+// epoll's data word for a registration: the address, below bit 48, and the sequence.
+constexpr int kTagShift = 48;
+constexpr std::uint64_t kAddrMask = (std::uint64_t{1} << kTagShift) - 1;
+
+std::uint64_t tagged(PollDesc* pd, std::uint16_t seq) {
+  return reinterpret_cast<std::uintptr_t>(pd) | (std::uint64_t{seq} << kTagShift);
+}
 
 // Clears a waiting slot; returns the G to ready, if one was parked there. With
 // io_ready, leaves kReady behind so a later wait does not miss this edge.
@@ -200,16 +215,22 @@ G* netpoll(std::int64_t delay_ns, int* count) {
     }
     if (delay_ns > 0) return nullptr;  // let the caller recompute the timeout
   }
+  return netpoll_ready(events, n, delay_ns != 0, count);
+}
+
+G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* count) {
+  *count = 0;
   G* list = nullptr;
   G** tail = &list;
   for (int i = 0; i < n; ++i) {
-    auto* pd = static_cast<PollDesc*>(events[i].data.ptr);
+    const std::uint64_t data = events[i].data.u64;
+    auto* pd = reinterpret_cast<PollDesc*>(static_cast<std::uintptr_t>(data & kAddrMask));
     if (pd == nullptr) {
       // Only a blocking poll takes the break. The eventfd is level-triggered, so a
       // break stays visible until then; were a non-blocking poll (find_runnable's, or
       // sysmon's) to read it, the M blocked in epoll_wait, woken for it, would find
       // nothing and sleep on past the timer it was woken for.
-      if (delay_ns != 0) {
+      if (take_break) {
         std::uint64_t v;
         if (read(breakfd, &v, sizeof v) < 0) {}
         break_pending.store(false);
@@ -219,6 +240,8 @@ G* netpoll(std::int64_t delay_ns, int* count) {
 #if defined(GORO_TSAN)
     __tsan_acquire(pd);  // see poll_open
 #endif
+    if (static_cast<std::uint16_t>(data >> kTagShift) != pd->seq.load(std::memory_order_acquire))
+      continue;  // for an earlier registration of this PollDesc
     std::uint32_t ev = events[i].events;
     // Before unblocking: a reader that consumes this readiness must also see it.
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
@@ -249,7 +272,15 @@ PollDesc* poll_open(int fd) {
       all_pds.push_back(pd);
     }
   }
+  if ((reinterpret_cast<std::uintptr_t>(pd) & ~kAddrMask) != 0) {
+    std::fprintf(stderr, "goro: fatal error: poll descriptor above 2^48 (%p)\n", static_cast<void*>(pd));
+    std::abort();
+  }
   pd->lock.lock();
+  // A new number first: an event of the last registration looked at from now on is
+  // dropped before it can touch the state reset below.
+  const std::uint16_t seq = static_cast<std::uint16_t>(pd->seq.load(std::memory_order_relaxed) + 1);
+  pd->seq.store(seq, std::memory_order_release);
   pd->fd = fd;
   pd->rg.store(kEmpty);
   pd->wg.store(kEmpty);
@@ -273,7 +304,7 @@ PollDesc* poll_open(int fd) {
   // the stream still queued; the reader must know a short read no longer proves the
   // queue drained (see poll_hangup_or_urgent_seen).
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
-  ev.data.ptr = pd;
+  ev.data.u64 = tagged(pd, seq);
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     int saved = errno;
     std::lock_guard<std::mutex> guard(cache_mu);
@@ -288,6 +319,8 @@ PollDesc* poll_open(int fd) {
 void poll_close(PollDesc* pd) {
   epoll_ctl(epfd, EPOLL_CTL_DEL, pd->fd, nullptr);
   pd->lock.lock();
+  pd->seq.store(static_cast<std::uint16_t>(pd->seq.load(std::memory_order_relaxed) + 1),
+                std::memory_order_release);
   pd->rd = pd->wd = 0;
   pd->lock.unlock();
   timer_stop(&pd->rt.timer);
@@ -332,6 +365,10 @@ PollStatus poll_wait(PollDesc* pd, char mode) {
     old = s.exchange(kEmpty, std::memory_order_acq_rel);
     if (old == kReady) return PollStatus::ready;
   }
+}
+
+std::uint64_t poll_event_data(PollDesc* pd) {
+  return tagged(pd, pd->seq.load(std::memory_order_acquire));
 }
 
 bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }

@@ -15,10 +15,13 @@
 #include "runq.hpp"
 #include "stack.hpp"
 
+struct epoll_event;
+
 namespace goro::detail {
 
 struct M;
 struct P;
+class PollDesc;
 
 enum class GStatus : std::uint32_t { idle, runnable, running, waiting, syscall, dead };
 enum class PStatus : std::uint32_t { idle, running, syscall };
@@ -294,6 +297,11 @@ void netpoll_init();
 void netpoll_shutdown();
 bool netpoll_inited();
 G* netpoll(std::int64_t delay_ns, int* count);  // delay < 0: block; 0: poll
+// The Gs that n events returned by epoll make runnable (netpoll's second half; tests
+// feed it events). take_break: consume the eventfd's break (blocking polls only).
+G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* count);
+// The data word epoll returns with pd's events while its current registration lasts.
+std::uint64_t poll_event_data(PollDesc* pd);
 void netpoll_break();
 bool netpoll_anything_waiting();
 

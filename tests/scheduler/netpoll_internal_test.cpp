@@ -2,9 +2,14 @@
 // (scheduler/src/proc.hpp), with no runtime running: the test thread plays both the
 // M blocked in the poller and the Ms that poll without blocking.
 
+#include <goro/scheduler/detail/netpoll.hpp>
+
 #include "proc.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -43,6 +48,43 @@ TEST(NetpollInternal, OnlyABlockingPollTakesTheBreak) {
   t0 = Clock::now();
   netpoll(2'000'000'000, &n);
   EXPECT_LT(ms_since(t0), 1000.0);
+  netpoll_shutdown();
+}
+
+// An event epoll returned for a descriptor that was closed before the poller looked at
+// it must not reach the descriptor that reuses the PollDesc: here a hang-up, which would
+// otherwise stay stuck to the new connection (every read of it would then pay for an
+// extra recv), or a readiness that is not its own.
+TEST(NetpollInternal, AnEventOfAClosedDescriptorDoesNotReachItsSuccessor) {
+  using namespace goro::detail;
+  ASSERT_FALSE(netpoll_inited()) << "a runtime is running";
+  netpoll_init();
+  int a[2], b[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, a), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b), 0);
+
+  PollDesc* first = poll_open(a[0]);
+  ASSERT_NE(first, nullptr);
+  struct epoll_event late{};
+  late.events = EPOLLIN | EPOLLRDHUP;
+  late.data.u64 = poll_event_data(first);  // what epoll_wait had returned for a[0]
+  poll_close(first);
+
+  PollDesc* second = poll_open(b[0]);
+  ASSERT_EQ(second, first) << "the free list should hand the same PollDesc back";
+  int n = -1;
+  EXPECT_EQ(netpoll_ready(&late, 1, false, &n), nullptr);
+  EXPECT_EQ(n, 0);
+  EXPECT_FALSE(poll_hangup_or_urgent_seen(second)) << "the closed descriptor's hang-up leaked";
+
+  // The same event for the registration in force does count.
+  struct epoll_event own = late;
+  own.data.u64 = poll_event_data(second);
+  EXPECT_EQ(netpoll_ready(&own, 1, false, &n), nullptr);  // nobody waits: nothing to run
+  EXPECT_TRUE(poll_hangup_or_urgent_seen(second));
+
+  poll_close(second);
+  for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
   netpoll_shutdown();
 }
 

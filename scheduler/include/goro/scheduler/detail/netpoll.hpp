@@ -7,8 +7,9 @@
 //  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
 //    readers and writers of one connection).
 //  - poll_set_deadline / poll_evict: any G, concurrently with poll_wait.
-// PollDescs are recycled, never freed, so a late event for a closed descriptor is
-// harmless (at worst a spurious wake-up, after which the caller retries its syscall).
+// PollDescs are recycled, never freed; each registration is numbered, and an event
+// that epoll returned for an earlier one is dropped, so a late event for a closed
+// descriptor never reaches the descriptor that reuses its PollDesc.
 #pragma once
 
 #include <cstdint>
