@@ -251,6 +251,8 @@ void ServerConn::handler_failed(const char* what) {
   message.append(request_.method());
   message.push_back(' ');
   message.append(request_.target());
+  message.append(" from ");
+  message.append(request_.remote_addr());
   message.append(" threw: ");
   message.append(what);
   server_->log_error(message);

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -419,6 +421,32 @@ TEST_F(Conformance, HandlerThrowsBeforeWriting) {
   auto ok = round_trip(server.port(), "GET /fine HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->body, "GET /fine");
+}
+
+// The log line is all an operator has: it names the request and the client, as Go's
+// "http: panic serving 127.0.0.1:5555: ..." does.
+TEST(HandlerErrorLog, NamesTheRequestTheClientAndTheException) {
+  auto logged = std::make_shared<std::string>();
+  auto mu = std::make_shared<std::mutex>();
+  ServerOptions o;
+  o.error_log = [logged, mu](std::string_view line) {
+    std::lock_guard<std::mutex> guard(*mu);
+    logged->append(line);
+  };
+  TestServer server(handler, o);
+  RawConn c(server.port());
+  c.send("GET /throw?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ASSERT_EQ(::getsockname(c.fd(), reinterpret_cast<sockaddr*>(&local), &len), 0);
+  const std::string client = "127.0.0.1:" + std::to_string(ntohs(local.sin_port));
+  std::lock_guard<std::mutex> guard(*mu);
+  EXPECT_NE(logged->find("GET /throw?x=1"), std::string::npos) << *logged;
+  EXPECT_NE(logged->find(client), std::string::npos) << *logged;
+  EXPECT_NE(logged->find("boom"), std::string::npos) << *logged;
 }
 
 TEST_F(Conformance, HandlerThrowsAfterFlushClosesConnection) {
