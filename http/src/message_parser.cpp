@@ -15,6 +15,26 @@ constexpr std::size_t kShrinkAbove = 64 * 1024;
 // Bytes llhttp consumes without a callback (leading empty lines, the method, spaces)
 // allowed beyond the limits before the head is declared too large.
 constexpr std::size_t kHeadSlack = 1024;
+// Framing a chunked body may cost beyond its data bytes (chunk-size lines, extensions,
+// padding zeros, CRLFs): this much, plus 16 bytes per chunk and twice its data, as Go's
+// chunked reader allows. Past it the body is a resource attack, not a message.
+constexpr std::uint64_t kChunkOverheadSlack = 16 * 1024;
+
+// A Host value holds only the characters of an authority (RFC 3986: reg-name, IP
+// literal, port, %-escapes), as Go's httpguts.ValidHostHeader checks.
+bool valid_host(std::string_view host) noexcept {
+  for (unsigned char c : host) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) continue;
+    if (std::string_view("!$%&'()*+,-.:;=[]_~").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+bool is_tchar(unsigned char c) noexcept {
+  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
 
 MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); }
 
@@ -38,6 +58,7 @@ const llhttp_settings_t MessageParser::settings_ = [] {
   s.on_header_value_complete = &MessageParser::on_header_value_complete;
   s.on_headers_complete = &MessageParser::on_headers_complete;
   s.on_body = &MessageParser::on_body;
+  s.on_chunk_header = &MessageParser::on_chunk_header;
   s.on_message_complete = &MessageParser::on_message_complete;
   return s;
 }();
@@ -90,18 +111,18 @@ void MessageParser::fail_from_llhttp(llhttp_errno_t err) noexcept {
   if (reason == nullptr) reason = llhttp_errno_name(err);
   switch (err) {
     case HPE_INVALID_METHOD:
-      error_ = {501, "unknown method"};
+      classify_request_line_error(false);
       break;
     case HPE_INVALID_CONSTANT:
       // llhttp reports an RTSP/ICE method on an HTTP request as a bad constant.
       if (std::string_view(reason).find("method") != std::string_view::npos) {
-        error_ = {501, "unknown method"};
+        classify_request_line_error(false);
       } else {
         error_ = {400, reason};
       }
       break;
     case HPE_INVALID_VERSION:
-      error_ = {505, "HTTP version not supported"};
+      classify_request_line_error(true);
       break;
     case HPE_INVALID_TRANSFER_ENCODING:
       error_ = {501, "unsupported Transfer-Encoding"};
@@ -109,6 +130,39 @@ void MessageParser::fail_from_llhttp(llhttp_errno_t err) noexcept {
     default:
       error_ = {400, reason};
       break;
+  }
+}
+
+// llhttp says only "bad method" or "bad version"; the request line itself tells a
+// well-formed request we do not implement (501 for an unknown method token, 505 for an
+// HTTP/d.d other than 1.0 and 1.1) from a malformed one (400), as Go does.
+void MessageParser::classify_request_line_error(bool bad_version) noexcept {
+  if (mode_ != Mode::request) {
+    error_ = {400, bad_version ? "malformed HTTP version" : "malformed status line"};
+    return;
+  }
+  std::string_view line(buffer_.get(), end_);
+  while (line.starts_with("\r\n") || line.starts_with("\n"))
+    line.remove_prefix(line.front() == '\r' ? 2 : 1);
+  line = line.substr(0, line.find('\n'));
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  std::size_t sp = line.find(' ');
+  std::string_view method = line.substr(0, sp);
+  bool method_ok = !method.empty() && sp != std::string_view::npos;
+  for (unsigned char c : method) method_ok = method_ok && is_tchar(c);
+  if (!bad_version) {
+    error_ = method_ok ? ParseError{501, "unknown method"} : ParseError{400, "malformed request line"};
+    return;
+  }
+  std::size_t last = line.rfind(' ');
+  std::string_view version = last == std::string_view::npos ? std::string_view{} : line.substr(last + 1);
+  bool well_formed = method_ok && last > sp && version.size() == 8 && version.starts_with("HTTP/") &&
+                     version[5] >= '0' && version[5] <= '9' && version[6] == '.' &&
+                     version[7] >= '0' && version[7] <= '9';
+  if (well_formed) {
+    error_ = {505, "HTTP version not supported"};
+  } else {
+    error_ = {400, "malformed HTTP version"};
   }
 }
 
@@ -202,8 +256,10 @@ int MessageParser::check_request_head() noexcept {
   for (const FieldOffsets& f : offsets_) {
     std::string_view name(b + f.name_offset, f.name_size);
     std::string_view value = trim_ows({b + f.value_offset, f.value_size});
+    if (name.empty()) return fail(400, "empty header field name");
     if (iequals(name, "host")) {
       ++hosts;
+      if (!valid_host(value)) return fail(400, "malformed Host header");
     } else if (iequals(name, "transfer-encoding")) {
       has_transfer_encoding = true;
       while (!value.empty()) {
@@ -246,7 +302,9 @@ int MessageParser::on_headers_complete(llhttp_t* p) {
   } else {
     m->content_length_ = 0;
   }
-  m->keep_alive_ = llhttp_should_keep_alive(p) != 0;
+  // llhttp lets an HTTP/1.0 "keep-alive" win over a "close" in the same message; close
+  // wins (RFC 9112 9.3).
+  m->keep_alive_ = llhttp_should_keep_alive(p) != 0 && (p->flags & F_CONNECTION_CLOSE) == 0;
   m->upgrade_ = p->upgrade != 0;
   if (m->mode_ == Mode::response) {
     if (m->response_to_head_) return 1;  // a response to HEAD has no body
@@ -269,6 +327,17 @@ int MessageParser::on_body(llhttp_t* p, const char* at, std::size_t n) {
   if (to != at) std::memmove(to, at, n);
   m->body_write_ += n;
   return 0;
+}
+
+int MessageParser::on_chunk_header(llhttp_t* p) {
+  ++self(p)->chunks_;
+  return 0;
+}
+
+bool MessageParser::chunk_overhead_exceeded() const noexcept {
+  if (!chunked_) return false;
+  const std::uint64_t allowed = kChunkOverheadSlack + trailer_bytes_ + 16 * chunks_ + 2 * body_bytes_;
+  return body_raw_bytes_ > body_bytes_ + allowed;
 }
 
 int MessageParser::on_message_complete(llhttp_t* p) {
@@ -342,13 +411,20 @@ ParseStatus MessageParser::parse_body() {
   if (error_.status != 0) return ParseStatus::error;
   if (message_complete_) return ParseStatus::complete;
   if (parse_pos_ == end_) return ParseStatus::need_more;
+  const std::size_t from = parse_pos_;
   llhttp_errno_t err = llhttp_execute(&parser_, buffer_.get() + parse_pos_, end_ - parse_pos_);
   if (err == HPE_OK) {
     parse_pos_ = end_;
+    body_raw_bytes_ += parse_pos_ - from;
+    if (chunk_overhead_exceeded()) {
+      fail(400, "chunked body framing too large for its data (extensions or padding)");
+      return ParseStatus::error;
+    }
     return ParseStatus::need_more;
   }
   if (err == HPE_PAUSED) {
     parse_pos_ = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - buffer_.get());
+    body_raw_bytes_ += parse_pos_ - from;
     llhttp_resume(&parser_);
     return ParseStatus::complete;
   }
@@ -405,7 +481,7 @@ void MessageParser::next_message() {
   chunked_ = keep_alive_ = upgrade_ = expect_continue_ = false;
   trailer_bytes_ = 0;
   body_start_ = body_read_ = body_write_ = 0;
-  body_bytes_ = 0;
+  body_bytes_ = body_raw_bytes_ = chunks_ = 0;
   message_complete_ = false;
 }
 

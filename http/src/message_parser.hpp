@@ -138,11 +138,14 @@ class MessageParser {
   static int on_header_value_complete(llhttp_t* p);
   static int on_headers_complete(llhttp_t* p);
   static int on_body(llhttp_t* p, const char* at, std::size_t n);
+  static int on_chunk_header(llhttp_t* p);
   static int on_message_complete(llhttp_t* p);
   static const llhttp_settings_t settings_;
 
   int fail(int status, const char* message) noexcept;
   int check_request_head() noexcept;
+  bool chunk_overhead_exceeded() const noexcept;
+  void classify_request_line_error(bool bad_version) noexcept;
   void fail_from_llhttp(llhttp_errno_t err) noexcept;
   bool header_bytes_exceeded(const char* at, std::size_t n) noexcept;
   void grow(std::size_t min_free);
@@ -182,6 +185,8 @@ class MessageParser {
   // Body.
   std::size_t body_start_ = 0, body_read_ = 0, body_write_ = 0;
   std::uint64_t body_bytes_ = 0;
+  std::uint64_t body_raw_bytes_ = 0;  // input consumed after the head (framing included)
+  std::uint64_t chunks_ = 0;
   bool message_complete_ = false;
 
   ParseError error_;

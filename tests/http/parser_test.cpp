@@ -160,6 +160,47 @@ TEST(Parser, HostRules) {
   EXPECT_EQ(status_of("GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n"), 400);
 }
 
+// RFC 9112 3.2: an invalid Host value is a 400, as is a field with no name.
+TEST(Parser, HostValueAndFieldNameSyntax) {
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: a/b@c\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: x\\y\r\n\r\n"), 400);
+  EXPECT_EQ(parse_one("GET / HTTP/1.1\r\nHost: a b\r\n\r\n").error, "malformed Host header");
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: example.com:8080\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: xn--bcher-kva.example\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost:\r\n\r\n"), 200);  // empty: allowed (RFC 9112 3.2)
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\n: v\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n"), 400);
+}
+
+// Chunk-size lines may carry extensions and leading zeros, and llhttp puts no bound on
+// either: without one a client could stream gigabytes inside a single chunk header.
+TEST(Parser, ChunkFramingOverheadIsBounded) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  Outcome ext = parse_one(head + "1;" + std::string(1 << 20, 'e') + "\r\na\r\n0\r\n\r\n");
+  EXPECT_EQ(ext.error_status, 400);
+  EXPECT_NE(ext.error.find("chunked body framing"), std::string::npos) << ext.error;
+  EXPECT_EQ(status_of(head + std::string(1 << 20, '0') + "1\r\na\r\n0\r\n\r\n"), 400);
+  // Ordinary use passes: short extensions, and many one-byte chunks.
+  EXPECT_EQ(status_of(head + "3;name=value\r\nabc\r\n0\r\n\r\n"), 200);
+  std::string small;
+  for (int i = 0; i < 20000; ++i) small += "1\r\nx\r\n";
+  EXPECT_EQ(status_of(head + small + "0\r\n\r\n"), 200);
+}
+
+// llhttp rejects the version or the method; what the request line looks like decides
+// between "we do not implement that" and "that is not HTTP".
+TEST(Parser, MalformedRequestLinesAre400) {
+  EXPECT_EQ(status_of("GET / HTTP/1.1 \r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/01.1\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET / HTTP/1.10\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET /\r\n\r\n"), 505);  // llhttp's HTTP/0.9 simple request
+  EXPECT_EQ(status_of("GET / HTTP/1.1\rHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("G(T / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+}
+
 TEST(Parser, SmugglingAttempts) {
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
                       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
@@ -278,6 +319,15 @@ TEST(Parser, ExpectAndConnection) {
   in = r11c;
   ASSERT_EQ(feed_head(s, in, 1000), ParseStatus::complete);
   EXPECT_FALSE(s.keep_alive());
+  // Both on HTTP/1.0: close wins (RFC 9112 9.3), in one field or in two.
+  for (std::string both : {"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+                           "GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n",
+                           "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"}) {
+    MessageParser t(Mode::request, {}, 256);
+    in = both;
+    ASSERT_EQ(feed_head(t, in, 1000), ParseStatus::complete);
+    EXPECT_FALSE(t.keep_alive()) << both;
+  }
 }
 
 TEST(Parser, ResponseMode) {
