@@ -143,6 +143,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool keep_going_ = true;
   bool continue_sent_ = false;
   bool close_after_ = false;  // the connection cannot carry another request
+  bool handler_done_ = false;
   bool peer_gone_ = false;
   std::error_code body_error_;
 };
@@ -218,16 +219,35 @@ void ServerConn::serve_request() {
                         options.write_buffer_size);
   continue_sent_ = false;
   close_after_ = false;
+  handler_done_ = false;
   body_error_ = {};
   stream_->set_read_deadline(deadline_in(options.read_body_timeout));
   stream_->set_write_deadline(deadline_in(options.write_timeout));
 
-  try {
-    server_->handler(request_, writer_);
-  } catch (const std::exception& e) {
-    handler_failed(e.what());
-  } catch (...) {
-    handler_failed("unknown exception");
+  if (request_.target() == "*") {
+    // The asterisk form names the server itself; only OPTIONS may use it (RFC 9112
+    // 3.2.4). Answered here, as Go's server does, not by the handler.
+    if (request_.method() != "OPTIONS") {
+      respond_error(status::bad_request, "asterisk-form request target is only for OPTIONS");
+      keep_going_ = false;
+      return;
+    }
+  } else {
+    try {
+      server_->handler(request_, writer_);
+    } catch (const std::exception& e) {
+      handler_failed(e.what());
+    } catch (...) {
+      handler_failed("unknown exception");
+    }
+  }
+  handler_done_ = true;
+  if (body_error_ && net::is_timeout(body_error_) && !writer_.headers_sent() &&
+      writer_.bytes_written() == 0 && writer_.status() == status::ok) {
+    // The handler gave up on a body that stopped coming and said nothing: not a success.
+    respond_error(status::request_timeout, "timed out reading the request body");
+    keep_going_ = false;
+    return;
   }
 
   if (ResponseAccess::finish(writer_)) {
@@ -354,8 +374,10 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
       return body_error_;
     }
     if (*n == 0) {
-      close_after_ = true;
+      // The client ended its side inside the body: a truncated request, answered as
+      // one (it may still be reading), whatever the handler makes of the error.
       peer_gone_ = true;
+      body_failed({status::bad_request, "request body cut short: the client closed the connection"});
       body_error_ = make_error_code(errc::unexpected_eof);
       return body_error_;
     }
@@ -371,8 +393,16 @@ bool ServerConn::reusable() {
   // drain closes it as well.
   if (parser_.expect_continue() && !continue_sent_) return false;
   std::int64_t length = parser_.content_length();
-  return length < 0 ||
-         static_cast<std::uint64_t>(length) - parser_.body_bytes() <= server_->options.max_drain_bytes;
+  if (length >= 0 &&
+      static_cast<std::uint64_t>(length) - parser_.body_bytes() > server_->options.max_drain_bytes)
+    return false;
+  // A handler that is done left part of the body unread: drain it now, before the head,
+  // so the head can say whether the connection stays (a chunked body's size is unknown
+  // until read). A handler still running (it flushed) may yet read it: assume it will.
+  if (!handler_done_) return true;
+  if (drain()) return true;
+  close_after_ = true;
+  return false;
 }
 
 void ServerConn::interrupt_reads() {

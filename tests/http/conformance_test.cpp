@@ -484,6 +484,95 @@ TEST_F(Conformance, UnreadBodyClosesWhenLarge) {
   EXPECT_TRUE(c.closed_by_peer(5000));
 }
 
+// A chunked body's size shows only as it is read: the server drains it before the
+// head, so the head can tell the truth about the connection (Go does the same).
+TEST_F(Conformance, UnreadChunkedBodyDrainedBeforeTheHead) {
+  RawConn c(server.port());
+  std::string chunks;
+  for (int i = 0; i < 10; ++i) chunks += "2710\r\n" + std::string(10000, 'b') + "\r\n";
+  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks +
+         "0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "not reading");
+  EXPECT_EQ(r->count("connection"), 0u);
+  auto next = c.read_response();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->body, "GET /next");
+}
+
+TEST_F(Conformance, UnreadChunkedBodyTooLargeSaysClose) {
+  RawConn c(server.port());
+  std::string chunks;
+  for (int i = 0; i < 30; ++i) chunks += "2710\r\n" + std::string(10000, 'b') + "\r\n";
+  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks +
+         "0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "not reading");
+  EXPECT_EQ(r->header("connection"), "close") << "the server closes: the response must say so";
+  EXPECT_TRUE(c.closed_by_peer(5000));
+}
+
+TEST_F(Conformance, UnreadMalformedChunkedBodySaysClose) {
+  RawConn c(server.port());
+  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhelloXX\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->header("connection"), "close");
+  EXPECT_TRUE(c.closed_by_peer(5000));
+  EXPECT_EQ(c.pending().find("GET /next"), std::string::npos) << "nothing after bad framing is a request";
+}
+
+// A client that ends its side inside a body sent an incomplete request: it gets a 400
+// naming that, not the 200 of a handler that gave up on the body.
+TEST(TruncatedBody, AnsweredWith400) {
+  ServerOptions o;
+  o.error_log = [](std::string_view) {};
+  TestServer server([](Request& req, ResponseWriter&) { (void)req.body(); }, o);
+  for (const char* request :
+       {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"}) {
+    RawConn c(server.port());
+    c.send(request);
+    ::shutdown(c.fd(), SHUT_WR);
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << request;
+    EXPECT_EQ(r->status, 400) << request;
+    EXPECT_NE(r->body.find("cut short"), std::string::npos) << r->body;
+    EXPECT_EQ(r->header("connection"), "close");
+  }
+}
+
+TEST(TruncatedBody, SilentHandlerAfterBodyTimeoutGets408) {
+  ServerOptions o;
+  o.error_log = [](std::string_view) {};
+  o.read_body_timeout = 200ms;
+  TestServer server([](Request& req, ResponseWriter&) { (void)req.body(); }, o);
+  RawConn c(server.port());
+  c.send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_EQ(r->header("connection"), "close");
+}
+
+// RFC 9112 3.2.4: the asterisk form is for OPTIONS only, and names the server itself.
+TEST_F(Conformance, AsteriskFormTarget) {
+  RawConn c(server.port());
+  c.send("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->header("content-length"), "0");
+  c.send("GET /after HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto after = c.read_response();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->body, "GET /after");
+  expect_error(server.port(), "GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "asterisk");
+}
+
 TEST_F(Conformance, ClientGoneIsObserved) {
   int before = gone_seen.load();
   {
