@@ -61,7 +61,7 @@ void append_date_header(std::string& out);
 std::string_view http_date_now();
 // Formats t (seconds since the epoch) as an IMF-fixdate into out[29].
 void format_http_date(long long t, char* out);
-// Parses an IMF-fixdate; -1 when invalid.
+// Parses an HTTP date (IMF-fixdate, RFC 850 or asctime form); -1 when invalid.
 long long parse_http_date(std::string_view s);
 
 // Decodes %XX escapes of in into out ('+' into a space when plus_is_space). Returns

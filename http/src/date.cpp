@@ -68,24 +68,72 @@ void append_date_header(std::string& out) {
   out.append("\r\n");
 }
 
+namespace {
+
+// The number in s (digits only, or with one leading space when pad_ok); -1 otherwise.
+int number(std::string_view s, bool pad_ok = false) {
+  if (pad_ok && !s.empty() && s.front() == ' ') s.remove_prefix(1);
+  if (s.empty()) return -1;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+int month_of(std::string_view s) {
+  for (int i = 0; i < 12; ++i)
+    if (s == kMonths[i]) return i;
+  return -1;
+}
+
+// "hh:mm:ss"
+bool clock_of(std::string_view s, int& hour, int& minute, int& second) {
+  if (s.size() != 8 || s[2] != ':' || s[5] != ':') return false;
+  hour = number(s.substr(0, 2));
+  minute = number(s.substr(3, 2));
+  second = number(s.substr(6, 2));
+  return hour >= 0 && minute >= 0 && second >= 0;
+}
+
+}  // namespace
+
 long long parse_http_date(std::string_view s) {
-  // IMF-fixdate only ("Sun, 06 Nov 1994 08:49:37 GMT"), as every current client sends.
-  if (s.size() != 29 || s[3] != ',' || s.substr(25) != " GMT") return -1;
-  std::tm tm{};
-  char month[4] = {};
-  int day, year, hour, minute, second;
-  std::string copy(s);
-  if (std::sscanf(copy.c_str() + 5, "%2d %3s %4d %2d:%2d:%2d", &day, month, &year, &hour, &minute,
-                  &second) != 6) {
+  // The three forms a recipient must accept (RFC 9110 5.6.7):
+  //   IMF-fixdate  "Sun, 06 Nov 1994 08:49:37 GMT"
+  //   RFC 850      "Sunday, 06-Nov-94 08:49:37 GMT"
+  //   asctime      "Sun Nov  6 08:49:37 1994"
+  int day = -1, month = -1, year = -1, hour = -1, minute = -1, second = -1;
+  std::size_t comma = s.find(',');
+  if (s.size() == 29 && comma == 3) {
+    if (s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s.substr(25) != " GMT") return -1;
+    day = number(s.substr(5, 2));
+    month = month_of(s.substr(8, 3));
+    year = number(s.substr(12, 4));
+    if (!clock_of(s.substr(17, 8), hour, minute, second)) return -1;
+  } else if (comma >= 6 && comma <= 9 && s.size() == comma + 24) {
+    std::string_view r = s.substr(comma + 1);  // " 06-Nov-94 08:49:37 GMT"
+    if (r[0] != ' ' || r[3] != '-' || r[7] != '-' || r[10] != ' ' || r.substr(19) != " GMT") return -1;
+    day = number(r.substr(1, 2));
+    month = month_of(r.substr(4, 3));
+    int yy = number(r.substr(8, 2));
+    if (yy < 0) return -1;
+    year = yy >= 69 ? 1900 + yy : 2000 + yy;  // Go's reading of a two-digit year
+    if (!clock_of(r.substr(11, 8), hour, minute, second)) return -1;
+  } else if (s.size() == 24 && comma == std::string_view::npos) {
+    if (s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[19] != ' ') return -1;
+    month = month_of(s.substr(4, 3));
+    day = number(s.substr(8, 2), true);
+    if (!clock_of(s.substr(11, 8), hour, minute, second)) return -1;
+    year = number(s.substr(20, 4));
+  } else {
     return -1;
   }
-  int m = -1;
-  for (int i = 0; i < 12; ++i) {
-    if (std::strcmp(month, kMonths[i]) == 0) m = i;
-  }
-  if (m < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return -1;
+  if (month < 0 || year < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return -1;
+  std::tm tm{};
   tm.tm_mday = day;
-  tm.tm_mon = m;
+  tm.tm_mon = month;
   tm.tm_year = year - 1900;
   tm.tm_hour = hour;
   tm.tm_min = minute;

@@ -65,13 +65,15 @@ struct File {
 int open_beneath(int dir_fd, const std::string& root, const std::string& rel) {
   return goro::blocking([&]() -> int {
     open_how how{};
-    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    // O_NONBLOCK: opening a FIFO (or a device) someone left under the root must not
+    // wait for a writer; anything but a regular file is refused after the fstat.
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     long fd = ::syscall(SYS_openat2, dir_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof how);
     if (fd >= 0) return static_cast<int>(fd);
     if (errno != ENOSYS) return -errno;
     // No openat2 (Linux < 5.6): open, then check where the descriptor really points.
-    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (plain < 0) return -errno;
     char link[64];
     char real[PATH_MAX + 1];
@@ -99,9 +101,17 @@ int parse_range(std::string_view h, std::uint64_t size, std::uint64_t& first, st
   std::size_t dash = h.find('-');
   if (dash == std::string_view::npos) return 0;
   std::string_view a = h.substr(0, dash), b = h.substr(dash + 1);
+  // Digits only; a number too big for 64 bits reads as the largest one (it is past
+  // any file's end either way: a last position clamps, a first one is unsatisfiable).
   auto number = [](std::string_view s, std::uint64_t& out) {
     if (s.empty()) return false;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc::result_out_of_range) {
+      for (char c : s)
+        if (c < '0' || c > '9') return false;
+      out = UINT64_MAX;
+      return true;
+    }
     return ec == std::errc() && end == s.data() + s.size();
   };
   std::uint64_t x = 0, y = 0;
@@ -163,6 +173,23 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
   file.fd = open_beneath(dir_fd, root, rel);
   struct stat st{};
   if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) == 0 && S_ISDIR(st.st_mode)) {
+    std::string_view path = req.raw_path();
+    if (!path.empty() && path.back() != '/') {
+      // A folder named without its trailing slash: send the client to "name/", as Go's
+      // FileServer does, so that relative links in its index resolve inside it. The
+      // Location is relative: "./" and the last segment as the client wrote it, so it
+      // can neither leave the site nor read as a scheme.
+      std::string location = "./";
+      location.append(path.substr(path.rfind('/') + 1));
+      location.push_back('/');
+      if (!req.raw_query().empty()) {
+        location.push_back('?');
+        location.append(req.raw_query());
+      }
+      w.header().set("Location", location);
+      w.text("301 moved permanently\n", status::moved_permanently);
+      return;
+    }
     std::string index = rel.empty() || rel.back() == '/' ? rel + options.index : rel + "/" + options.index;
     int folder = file.fd;
     file.fd = open_beneath(dir_fd, root, index);

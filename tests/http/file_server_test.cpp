@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,9 +97,15 @@ TEST_F(FileServer, FolderIndexAndMissing) {
   ASSERT_TRUE(home);
   EXPECT_EQ(home->body, "<p>home</p>");
   EXPECT_EQ(home->header("content-type"), "text/html; charset=utf-8");
-  auto sub = get("/static/sub");
+  auto sub = get("/static/sub/");
   ASSERT_TRUE(sub);
   EXPECT_EQ(sub->body, "<p>sub</p>");
+  // Without the slash, relative links in the index would resolve one level up: the
+  // client is sent to the folder's own URL first, as Go's FileServer does.
+  auto bare = get("/static/sub?x=1");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->status, 301);
+  EXPECT_EQ(bare->header("location"), "./sub/?x=1");
   auto missing = get("/static/nope.txt");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -128,6 +136,22 @@ TEST_F(FileServer, IfModifiedSince) {
   auto old = get("/static/a.css", "If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n");
   ASSERT_TRUE(old);
   EXPECT_EQ(old->status, 200);
+  // The two obsolete forms every recipient must still read (RFC 9110 5.6.7).
+  struct stat st{};
+  ASSERT_EQ(::stat((base_ / "root" / "a.css").c_str(), &st), 0);
+  std::tm tm{};
+  gmtime_r(&st.st_mtime, &tm);
+  char rfc850[64], asctime_form[64];
+  std::strftime(rfc850, sizeof rfc850, "%A, %d-%b-%y %H:%M:%S GMT", &tm);
+  std::strftime(asctime_form, sizeof asctime_form, "%a %b %e %H:%M:%S %Y", &tm);
+  for (const char* form : {rfc850, asctime_form}) {
+    auto same = get("/static/a.css", std::string("If-Modified-Since: ") + form + "\r\n");
+    ASSERT_TRUE(same);
+    EXPECT_EQ(same->status, 304) << form;
+  }
+  auto old850 = get("/static/a.css", "If-Modified-Since: Saturday, 01-Jan-00 00:00:00 GMT\r\n");
+  ASSERT_TRUE(old850);
+  EXPECT_EQ(old850->status, 200);
   auto junk = get("/static/a.css", "If-Modified-Since: yesterday\r\n");
   ASSERT_TRUE(junk);
   EXPECT_EQ(junk->status, 200);
@@ -162,6 +186,32 @@ TEST_F(FileServer, Ranges) {
   auto backwards = get("/static/data.bin", "Range: bytes=9-2\r\n");
   ASSERT_TRUE(backwards);
   EXPECT_EQ(backwards->status, 200);
+  // Positions too big for 64 bits are still past the end: a last one clamps, a suffix
+  // means the whole file, a first one cannot be satisfied.
+  auto huge_last = get("/static/data.bin", "Range: bytes=0-18446744073709551616\r\n");
+  ASSERT_TRUE(huge_last);
+  EXPECT_EQ(huge_last->status, 206);
+  EXPECT_EQ(huge_last->header("content-range"), "bytes 0-999/1000");
+  auto huge_suffix = get("/static/data.bin", "Range: bytes=-99999999999999999999999\r\n");
+  ASSERT_TRUE(huge_suffix);
+  EXPECT_EQ(huge_suffix->status, 206);
+  EXPECT_EQ(huge_suffix->body, all);
+  auto huge_first = get("/static/data.bin", "Range: bytes=99999999999999999999999-\r\n");
+  ASSERT_TRUE(huge_first);
+  EXPECT_EQ(huge_first->status, 416);
+}
+
+// A FIFO under the root would block open() until a writer came, holding a thread per
+// request: it is opened without waiting and refused, like every non-regular file.
+TEST_F(FileServer, FifoIsRefusedWithoutBlocking) {
+  const fs::path fifo = base_ / "root" / "pipe.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto start = std::chrono::steady_clock::now();
+  auto r = get("/static/pipe.txt");
+  ::unlink(fifo.c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST_F(FileServer, NoEscapeAboveTheRoot) {
