@@ -80,7 +80,8 @@ std::error_code Conn::set_deadline(Deadline d) {
 
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
-int Conn::fd() const noexcept { return fd_ ? fd_->sysfd() : -1; }
+int Conn::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }
+bool Conn::is_open() const noexcept { return fd_ && !fd_->closed(); }
 
 std::error_code Conn::set_nodelay(bool on) {
   if (!fd_) return kNotOpen;

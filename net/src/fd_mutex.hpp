@@ -33,6 +33,8 @@ class FdMutex {
   bool incref_and_close() noexcept;
   // Drops a reference. True if this was the last one of a closed descriptor.
   bool decref() noexcept;
+  // Whether incref_and_close has run.
+  bool closed() const noexcept { return (state_.load(std::memory_order_acquire) & kClosed) != 0; }
   // Takes the read (read == true) or write lock plus a reference, parking while another
   // goroutine holds it. False if closed (before or while waiting).
   bool rwlock(bool read) noexcept {

@@ -57,7 +57,8 @@ Listener::Listener(Listener&& other) noexcept
       addr_(other.addr_),
       options_(other.options_),
       unlink_on_close_(std::exchange(other.unlink_on_close_, false)),
-      closed_(std::exchange(other.closed_, goro::Chan<char>::nil())) {}
+      closed_(std::exchange(other.closed_, goro::Chan<char>::nil())),
+      closing_(other.closing_.exchange(true, std::memory_order_acq_rel)) {}
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     if (fd_) close();
@@ -66,6 +67,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     options_ = other.options_;
     unlink_on_close_ = std::exchange(other.unlink_on_close_, false);
     closed_ = std::exchange(other.closed_, goro::Chan<char>::nil());
+    closing_.store(other.closing_.exchange(true, std::memory_order_acq_rel), std::memory_order_release);
   }
   return *this;
 }
@@ -75,6 +77,12 @@ Listener::~Listener() {
 
 Result<Conn> Listener::accept() {
   if (!fd_) return kNotOpen;
+  // Held through the back-off sleeps too, so close() waits until this call is out.
+  if (!fd_->acquire_ref()) return errc::closed;
+  struct Ref {
+    detail::NetFd* fd;
+    ~Ref() { fd->release_ref(); }
+  } ref{fd_.get()};
   std::chrono::milliseconds backoff{0};
   for (;;) {
     sockaddr_storage peer;
@@ -119,8 +127,9 @@ Result<Conn> Listener::accept() {
 
 std::error_code Listener::close() {
   if (!fd_) return kNotOpen;
+  // End a back-off sleep first: fd_->close() waits for the accept() sleeping in it.
+  if (!closing_.exchange(true, std::memory_order_acq_rel)) closed_.close();
   std::error_code ec = fd_->close();
-  if (!ec) closed_.close();  // only the close that succeeded: closing twice throws
   if (!ec && unlink_on_close_) {
     unlink_on_close_ = false;
     std::string path = addr_.host();
@@ -134,7 +143,8 @@ std::error_code Listener::set_deadline(Deadline d) {
   return fd_->set_deadline(d, 'r');
 }
 
-int Listener::fd() const noexcept { return fd_ ? fd_->sysfd() : -1; }
+int Listener::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }
+bool Listener::is_open() const noexcept { return fd_ && !fd_->closed(); }
 
 Result<Listener> listen(std::string_view network, std::string_view address,
                         ListenOptions options) {

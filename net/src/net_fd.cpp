@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -10,6 +12,7 @@
 
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
+#include <goro/scheduler/runtime.hpp>
 
 #include "internal.hpp"
 #include "sys.hpp"
@@ -29,7 +32,7 @@ class NetFd::OpGuard {
   ~OpGuard() {
     if (!held_) return;
     bool last = kind_ == ref ? fd_.mu_.decref() : fd_.mu_.rwunlock(kind_ == read);
-    if (last) fd_.destroy();
+    if (last) fd_.destroy_for_closer();
   }
   OpGuard(const OpGuard&) = delete;
   OpGuard& operator=(const OpGuard&) = delete;
@@ -65,9 +68,26 @@ std::error_code NetFd::destroy() noexcept {
   // Unregister before closing, so the number cannot be reused while still in epoll.
   if (pd_ != nullptr) rt::poll_close(pd_);
   pd_ = nullptr;
-  int rc = ::close(fd_);
+  int rc, err = 0;
+  if (lingers_.load(std::memory_order_acquire) && rt::current_g() != nullptr) {
+    // SO_LINGER with a time: close waits (up to that time) for unsent data to go out.
+    rc = goro::blocking([&] {
+      int r = ::close(fd_);
+      if (r != 0) err = errno;
+      return r;
+    });
+  } else {
+    rc = ::close(fd_);
+    if (rc != 0) err = errno;
+  }
   destroyed_.store(true, std::memory_order_release);
-  return rc == 0 || errno == EINTR ? std::error_code() : last_errno();
+  return rc == 0 || err == EINTR ? std::error_code() : errno_code(err);
+}
+
+void NetFd::destroy_for_closer() noexcept {
+  destroy();
+  // The last touch of this NetFd: the closer, parked in close(), may free it next.
+  closed_sema_.release();
 }
 
 std::error_code NetFd::close() {
@@ -75,6 +95,10 @@ std::error_code NetFd::close() {
     return errc::closed;
   rt::poll_evict(pd_);
   if (mu_.decref()) return destroy();
+  // An operation still holds a reference; it fails at once now (evicted, or closed when
+  // it reaches the lock) and the last one out destroys the descriptor. Wait for that,
+  // as Go's Close does, so the owner may free this NetFd when close() returns.
+  if (rt::current_g() != nullptr) closed_sema_.acquire(false, rt::WaitReason::other);
   return {};
 }
 
@@ -160,10 +184,27 @@ Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
 }
 
 Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
+  if (count < 0 || (count > 0 && iov == nullptr)) return std::make_error_code(std::errc::invalid_argument);
+  // A datagram is one sendmsg: the whole array, or EMSGSIZE past the kernel's limit.
+  const bool datagram = kind_ == Network::udp;
+  if (datagram && count > IOV_MAX) return std::make_error_code(std::errc::message_size);
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
   if (deadline_passed('w')) return errc::timeout;
-  // sendmsg consumes a prefix; rebuild a window of at most kBatch iovecs from
+  if (datagram) {
+    struct msghdr msg = {};
+    msg.msg_iov = const_cast<struct iovec*>(iov);
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    for (;;) {
+      ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (w >= 0) return static_cast<std::size_t>(w);
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e != EAGAIN) return errno_code(e);
+      if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
+    }
+  }
+  // A stream: sendmsg consumes a prefix; rebuild a window of at most kBatch iovecs from
   // (index, offset) after each partial write. The caller's array stays untouched.
   constexpr int kBatch = 64;
   std::array<struct iovec, kBatch> window;
@@ -312,6 +353,10 @@ std::error_code NetFd::set_option(int level, int name, const void* value, sockle
   OpGuard guard(*this, OpGuard::ref);
   if (!guard.held()) return errc::closed;
   if (::setsockopt(fd_, level, name, value, len) != 0) return last_errno();
+  if (level == SOL_SOCKET && name == SO_LINGER && len >= static_cast<socklen_t>(sizeof(struct linger))) {
+    const auto* l = static_cast<const struct linger*>(value);
+    lingers_.store(l->l_onoff != 0 && l->l_linger > 0, std::memory_order_release);
+  }
   return {};
 }
 

@@ -7,7 +7,9 @@
 // in poll_wait, as the netpoller requires). close() marks the FdMutex closed and evicts
 // the poll descriptor, waking parked operations with errc::closed; the last reference
 // to go (perhaps a read just returning from the kernel) unregisters and closes the
-// descriptor.
+// descriptor. Like Go's FD.Close, close() called by a goroutine then waits until that
+// has happened, so once it returns no operation is still inside the NetFd and its
+// owner may destroy it.
 #pragma once
 
 #include <sys/socket.h>
@@ -22,6 +24,7 @@
 #include <goro/net/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/scheduler/detail/netpoll.hpp>
+#include <goro/scheduler/detail/waitq.hpp>
 
 #include "fd_mutex.hpp"
 
@@ -31,7 +34,8 @@ class NetFd {
  public:
   // Takes ownership of fd, a non-blocking socket of kind and family. Call init() next.
   NetFd(int fd, int family, Network kind) noexcept : fd_(fd), family_(family), kind_(kind) {}
-  // Precondition: closed (close() returned) and no operation running.
+  // Precondition: closed (close() returned; from outside the runtime, close() cannot
+  // wait, so also no operation running).
   ~NetFd();
   NetFd(const NetFd&) = delete;
   NetFd& operator=(const NetFd&) = delete;
@@ -50,6 +54,12 @@ class NetFd {
   std::error_code connect(const Addr& addr, std::int64_t deadline);
 
   std::error_code close();
+  // A reference held across several operations (Listener::accept's back-off), so that
+  // close() waits for it too. acquire_ref() is false once closed.
+  bool acquire_ref() noexcept { return mu_.incref(); }
+  void release_ref() noexcept {
+    if (mu_.decref()) destroy_for_closer();
+  }
   std::error_code shutdown(int how);
   // mode: 'r', 'w' or 'b'.
   std::error_code set_deadline(Deadline d, char mode);
@@ -67,6 +77,9 @@ class NetFd {
   const Addr& remote_addr() const noexcept { return remote_; }
   void set_remote_addr(const Addr& a) noexcept { remote_ = a; }
   int sysfd() const noexcept { return fd_; }
+  // Whether close() has been called (the descriptor may still be open for an operation
+  // in flight, but is no longer the caller's to use).
+  bool closed() const noexcept { return mu_.closed(); }
   Network kind() const noexcept { return kind_; }
   int family() const noexcept { return family_; }
 
@@ -78,6 +91,8 @@ class NetFd {
   // turned into errc::timeout or errc::closed by wait_error (net_fd.cpp).
   goro::detail::PollStatus wait(char mode) noexcept;
   std::error_code destroy() noexcept;
+  // The last reference was an operation's: destroy, then let the closer go.
+  void destroy_for_closer() noexcept;
 
   FdMutex mu_;
   int fd_;
@@ -87,6 +102,8 @@ class NetFd {
   std::atomic<std::int64_t> read_deadline_{0};  // nanotime, 0: none; mirrors the pd's
   std::atomic<std::int64_t> write_deadline_{0};
   std::atomic<bool> destroyed_{false};
+  std::atomic<bool> lingers_{false};  // SO_LINGER with a time: ::close may block
+  goro::detail::Semaphore closed_sema_;  // released once destroyed by an operation
   bool drained_ = false;  // the last read was short (see read); guarded by the read lock
   Addr remote_;
 };

@@ -59,7 +59,8 @@ std::error_code PacketConn::set_deadline(Deadline d) {
 }
 
 Addr PacketConn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
-int PacketConn::fd() const noexcept { return fd_ ? fd_->sysfd() : -1; }
+int PacketConn::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }
+bool PacketConn::is_open() const noexcept { return fd_ && !fd_->closed(); }
 
 Result<PacketConn> listen_packet(std::string_view network, std::string_view address) {
   auto spec = detail::parse_network(network);

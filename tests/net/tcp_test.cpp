@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -384,6 +385,96 @@ TEST_P(ProcsTest, ListenerCloseWakesAccept) {
     EXPECT_EQ(accept_error, errc::closed);
     EXPECT_LE((std::chrono::duration<double, std::milli>(woke - t0).count()), 4 * slack_ms());
     EXPECT_EQ(ln->accept().error(), errc::closed);
+  });
+}
+
+// Go's Close waits until no call is inside the socket any more; so does ours, which
+// makes destroying the object right after close() safe while a goroutine is just
+// waking up from accept() or read() on it. (Freed too early, the waking call's unlock
+// hits freed memory: ASan reports it, and the FdMutex check aborts.)
+TEST_P(ProcsTest, DestroyRightAfterCloseWhileCallsWakeUp) {
+  run_with(GetParam(), [] {
+    for (int round = 0; round < 200; ++round) {
+      auto ln = std::make_unique<Listener>(std::move(*listen("tcp", "127.0.0.1:0")));
+      auto addr = ln->addr();
+      auto client = dial("tcp", addr.to_string());
+      ASSERT_TRUE(client);
+      auto accepted = ln->accept();
+      ASSERT_TRUE(accepted);
+      auto conn = std::make_unique<Conn>(std::move(*accepted));
+      goro::WaitGroup wg;
+      wg.add(2);
+      goro::go([&wg, l = ln.get()] {
+        auto c = l->accept();  // only the result is looked at once it returns
+        EXPECT_EQ(c.error(), errc::closed);
+        wg.done();
+      });
+      goro::go([&wg, c = conn.get()] {
+        char buf[16];
+        auto n = c->read(buf, sizeof buf);
+        EXPECT_EQ(n.error(), errc::closed);
+        wg.done();
+      });
+      goro::sleep(1ms);  // both are parked inside their calls now; close wakes them, and
+                         // with one P neither has run its way out before close returns
+      EXPECT_FALSE(ln->close());
+      EXPECT_FALSE(ln->is_open());
+      EXPECT_EQ(ln->fd(), -1);
+      ln.reset();
+      EXPECT_FALSE(conn->close());
+      EXPECT_EQ(conn->fd(), -1);
+      conn.reset();
+      wg.wait();
+    }
+  });
+}
+
+TEST(Tcp, WritevRejectsANegativeCount) {
+  run_with(1, [] {
+    auto ln = listen("tcp", "127.0.0.1:0");
+    ASSERT_TRUE(ln);
+    auto c = dial("tcp", ln->addr().to_string());
+    ASSERT_TRUE(c);
+    iovec one{const_cast<char*>("x"), 1};
+    EXPECT_EQ(c->writev(&one, -1).error(), std::errc::invalid_argument);
+    EXPECT_TRUE(c->writev(&one, 1));  // the connection still works
+  });
+}
+
+// close() with SO_LINGER set waits in the kernel for unsent data: that wait must not
+// hold the only P, and must not be cut short.
+TEST(Tcp, LingeringCloseDoesNotStallOtherGoroutines) {
+  run_with(1, [] {
+    auto ln = listen("tcp", "127.0.0.1:0");
+    ASSERT_TRUE(ln);
+    auto c = dial("tcp", ln->addr().to_string());
+    ASSERT_TRUE(c);
+    auto peer = ln->accept();  // never reads: what c writes stays unsent
+    ASSERT_TRUE(peer);
+    ASSERT_FALSE(c->set_write_buffer(4096));
+    ASSERT_FALSE(c->set_write_deadline(deadline_after(200ms)));
+    std::string block(1 << 20, 'x');
+    (void)c->write(block.data(), block.size());  // fills the buffers, then times out
+    ASSERT_FALSE(c->set_linger(1));
+    std::atomic<bool> closed{false};
+    double close_ms = 0;
+    goro::WaitGroup wg;
+    wg.add(1);
+    goro::go([&] {
+      auto t0 = Clock::now();
+      (void)c->close();
+      close_ms = ms_since(t0);
+      closed = true;
+      wg.done();
+    });
+    int ticks = 0;
+    while (!closed) {
+      goro::sleep(10ms);
+      ++ticks;
+    }
+    wg.wait();
+    EXPECT_GE(close_ms, 900.0) << "the linger was cut short";
+    EXPECT_GE(ticks, 50) << "the lingering close held the only P";
   });
 }
 

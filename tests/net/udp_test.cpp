@@ -1,6 +1,8 @@
 // UDP: PacketConn round trips, deadlines, and a connected UDP Conn.
+#include <climits>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "net_test_util.hpp"
 
@@ -95,6 +97,33 @@ TEST(Udp, DualStackSocketSeesIpv4Peers) {
     auto n = client->read(buf, sizeof buf);
     ASSERT_TRUE(n) << n.error().message();
     EXPECT_EQ(std::string(buf, *n), "pong");
+  });
+}
+
+// A datagram's boundaries are the message: writev on a connected UDP Conn sends the
+// whole array as one datagram, however many pieces it has (it used to go out in
+// datagrams of 64 pieces each).
+TEST(Udp, WritevIsOneDatagram) {
+  run_with(1, [] {
+    auto server = listen_packet("udp", "127.0.0.1:0");
+    ASSERT_TRUE(server);
+    auto client = dial("udp", server->local_addr().to_string());
+    ASSERT_TRUE(client);
+    std::string bytes(100, 'x');
+    for (int i = 0; i < 100; ++i) bytes[i] = static_cast<char>('a' + i % 26);
+    std::vector<iovec> iov(100);
+    for (int i = 0; i < 100; ++i) iov[i] = {&bytes[i], 1};
+    auto w = client->writev(iov.data(), static_cast<int>(iov.size()));
+    ASSERT_TRUE(w) << w.error().message();
+    EXPECT_EQ(*w, 100u);
+    char buf[256];
+    ASSERT_FALSE(server->set_read_deadline(deadline_after(2s)));
+    auto r = server->read_from(buf, sizeof buf);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(std::string(buf, r->first), bytes);
+    std::vector<iovec> too_many(IOV_MAX + 1, iovec{&bytes[0], 1});
+    EXPECT_EQ(client->writev(too_many.data(), static_cast<int>(too_many.size())).error(),
+              std::errc::message_size);
   });
 }
 

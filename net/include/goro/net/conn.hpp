@@ -23,8 +23,9 @@ class NetFd;
 // closed when the last operation still inside a system call on it returns, so its
 // number is never reused under a running read.
 //
-// The object must outlive every operation on it: destroy it (which closes it) only
-// after the goroutines using it have returned from their calls.
+// close() from a goroutine returns only once no operation is inside the socket any
+// more (Go's FD.Close waits the same way), so the object may be destroyed right after
+// it; the goroutines woken with errc::closed must not touch it again.
 //
 // Operations on a default-constructed or moved-from Conn fail with
 // std::errc::bad_file_descriptor.
@@ -57,7 +58,8 @@ class Conn final : public Stream {
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;
-  bool is_open() const noexcept { return fd_ != nullptr; }
+  // False once close() was called.
+  bool is_open() const noexcept;
 
   // TCP_NODELAY (on by default for TCP, as in Go): send small writes at once.
   std::error_code set_nodelay(bool on);

@@ -1,6 +1,7 @@
 // goro::net::Listener and listen() — accepting stream connections (TCP, Unix).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string_view>
@@ -27,7 +28,8 @@ struct ListenOptions {
 
 // Owns a listening socket; move-only. Concurrency: accept() from any number of
 // goroutines (serialised), close() and set_deadline() from any goroutine.
-// The object must outlive every accept() on it.
+// close() from a goroutine returns once no accept() is inside the socket any more, so
+// the object may be destroyed right after it (see Conn).
 class Listener {
  public:
   Listener() noexcept;
@@ -55,7 +57,8 @@ class Listener {
   std::error_code set_deadline(Deadline d);
 
   int fd() const noexcept;
-  bool is_open() const noexcept { return fd_ != nullptr; }
+  // False once close() was called.
+  bool is_open() const noexcept;
 
  private:
   std::unique_ptr<detail::NetFd> fd_;
@@ -63,6 +66,7 @@ class Listener {
   ListenOptions options_;
   bool unlink_on_close_ = false;
   goro::Chan<char> closed_ = goro::Chan<char>::nil();  // closed by close(): ends a backoff
+  std::atomic<bool> closing_{false};                    // closed_ is closed (only once)
 };
 
 // Listens on address. network: "tcp" (IPv4 and IPv6: ":8080" listens on both),

@@ -44,6 +44,8 @@ class PacketConn {
 
   Addr local_addr() const;
   int fd() const noexcept;
+  // False once close() was called.
+  bool is_open() const noexcept;
 
  private:
   std::unique_ptr<detail::NetFd> fd_;
