@@ -83,7 +83,11 @@ class TlsContext {
 // The handshake runs explicitly with handshake() or implicitly on the first read or
 // write, in the calling goroutine. Concurrency as for Stream: one reader, one writer
 // and a closer at once. Deadlines are those of the inner stream. After a failed write
-// the connection is unusable: later writes return the same error.
+// the connection is unusable: later writes return the same error. A peer that closes
+// during the handshake, or cuts the stream inside a record, gives
+// std::errc::connection_aborted (Go says io.EOF / io.ErrUnexpectedEOF).
+// Unlike Conn::close, close() does not wait for a read or write on another goroutine
+// to leave the TlsConn: destroy it only after those calls have returned.
 class TlsConn final : public Stream {
  public:
   struct Impl;
