@@ -84,8 +84,8 @@ class TlsContext {
 // write, in the calling goroutine. Concurrency as for Stream: one reader, one writer
 // and a closer at once. Deadlines are those of the inner stream. After a failed write
 // the connection is unusable: later writes return the same error. A peer that closes
-// during the handshake, or cuts the stream inside a record, gives
-// std::errc::connection_aborted (Go says io.EOF / io.ErrUnexpectedEOF).
+// during the handshake gives std::errc::connection_aborted (Go says io.EOF); a stream
+// cut inside a record later gives is_unexpected_eof (below).
 // Unlike Conn::close, close() does not wait for a read or write on another goroutine
 // to leave the TlsConn: destroy it only after those calls have returned.
 class TlsConn final : public Stream {
