@@ -17,6 +17,7 @@
 // SIGINT / SIGTERM: graceful shutdown (requests in flight get 5 s).
 #include <goro/goro.hpp>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -40,9 +41,13 @@ std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, st
                                  long fallback, long max) {
   std::optional<std::string> v = req.query(name);
   if (!v) return fallback;
+  // Digits only: strtol alone would take a sign or leading blanks.
+  bool digits = !v->empty() && v->find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
   char* end = nullptr;
-  long n = std::strtol(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || n < 0) {
+  long n = digits ? std::strtol(v->c_str(), &end, 10) : -1;
+  if (errno == ERANGE) n = max;
+  if (!digits || n < 0) {
     w.text("400 Bad Request: query parameter " + std::string(name) + " must be a non-negative integer\n", 400);
     return std::nullopt;
   }
