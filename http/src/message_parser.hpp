@@ -75,6 +75,9 @@ class MessageParser {
 
   std::string_view method() const noexcept { return method_; }
   bool is_head_method() const noexcept { return parser_.method == HTTP_HEAD; }
+  // Whether the request line was read far enough to know the method is HEAD (for an
+  // error answered before the head was complete).
+  bool head_request_seen() const noexcept { return url_complete_ && parser_.method == HTTP_HEAD; }
   std::string_view target() const noexcept { return target_; }
   int status_code() const noexcept { return parser_.status_code; }
   std::string_view status_text() const noexcept { return status_text_; }

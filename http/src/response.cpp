@@ -243,7 +243,7 @@ void ResponseAccess::discard(ResponseWriter& w) {
   w.status_ = 200;
 }
 
-void build_error_response(std::string& out, int status, std::string_view message) {
+void build_error_response(std::string& out, int status, std::string_view message, bool head) {
   std::string body;
   append_number(body, static_cast<std::uint64_t>(status));
   body.push_back(' ');
@@ -263,7 +263,7 @@ void build_error_response(std::string& out, int status, std::string_view message
   out.append("Server: goro\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
   append_number(out, body.size());
   out.append("\r\nConnection: close\r\n\r\n");
-  out.append(body);
+  if (!head) out.append(body);
 }
 
 }  // namespace detail

@@ -287,7 +287,7 @@ void ServerConn::handler_failed(const char* what) {
 }
 
 void ServerConn::respond_error(int status, std::string_view message) {
-  build_error_response(scratch_, status, message);
+  build_error_response(scratch_, status, message, parser_.head_request_seen());
   stream_->set_write_deadline(net::deadline_after(
       server_->options.write_timeout.count() > 0 ? server_->options.write_timeout
                                                  : std::chrono::nanoseconds(kErrorWriteTimeout)));
@@ -339,7 +339,7 @@ std::error_code ServerConn::body_failed(const ParseError& error) {
   ResponseAccess::set_keep_alive(writer_, false);
   if (!writer_.headers_sent()) {
     // Answer now (413 / 400 / 431), whatever the handler does with the error.
-    build_error_response(scratch_, error.status, error.message);
+    build_error_response(scratch_, error.status, error.message, parser_.head_request_seen());
     iovec iov{scratch_.data(), scratch_.size()};
     write_out(&iov, 1);
     ResponseAccess::mark_finished(writer_);

@@ -558,6 +558,19 @@ TEST(TruncatedBody, SilentHandlerAfterBodyTimeoutGets408) {
   EXPECT_EQ(r->header("connection"), "close");
 }
 
+// A response to HEAD never has a body, an error response included.
+TEST_F(Conformance, ErrorResponseToHeadHasNoBody) {
+  RawConn c(server.port());
+  c.send("HEAD / HTTP/1.1\r\nHost: a b\r\n\r\n");
+  auto r = c.read_response(true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->header("content-length"), "0");
+  EXPECT_EQ(r->header("connection"), "close");
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(c.pending(), "") << "body bytes after the head of a HEAD response";
+}
+
 // RFC 9112 3.2.4: the asterisk form is for OPTIONS only, and names the server itself.
 TEST_F(Conformance, AsteriskFormTarget) {
   RawConn c(server.port());
