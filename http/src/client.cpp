@@ -2,11 +2,13 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <charconv>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <goro/http/errors.hpp>
@@ -15,6 +17,7 @@
 #include <goro/net/errors.hpp>
 #include <goro/net/tls.hpp>
 #include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/runtime.hpp>
 
 #include "message_parser.hpp"
 
@@ -64,10 +67,120 @@ Result<Url> parse_url(std::string_view url) {
     u.port = static_cast<std::uint16_t>(value);
   }
   u.host = std::string(host);
-  u.target = std::string(target);
+  // Control characters would split the request line (Go refuses them too); a space and
+  // bytes a URI cannot hold are %-escaped, existing escapes are kept.
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : target) {
+    if (c < 0x20 || c == 0x7f) return errc::bad_url;
+    if (c > 0x7e || std::string_view(" \"<>\\^`{|}").find(static_cast<char>(c)) != std::string_view::npos) {
+      u.target.push_back('%');
+      u.target.push_back(kHex[c >> 4]);
+      u.target.push_back(kHex[c & 15]);
+    } else {
+      u.target.push_back(static_cast<char>(c));
+    }
+  }
+  for (unsigned char c : host)
+    if (c <= 0x20 || c == 0x7f || c == '/' || c == '\\') return errc::bad_url;
   if (u.target.empty() || u.target.front() == '?') u.target.insert(u.target.begin(), '/');
   return u;
 }
+
+namespace {
+
+bool is_tchar(unsigned char c) {
+  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s)
+    if (!is_tchar(c)) return false;
+  return true;
+}
+
+// A field value: no control characters but horizontal tab (RFC 9110 5.5).
+bool is_field_value(std::string_view s) {
+  for (unsigned char c : s)
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+  return true;
+}
+
+// RFC 3986 5.2.4.
+std::string remove_dot_segments(std::string_view in) {
+  std::string out;
+  while (!in.empty()) {
+    if (in.starts_with("../")) {
+      in.remove_prefix(3);
+    } else if (in.starts_with("./")) {
+      in.remove_prefix(2);
+    } else if (in.starts_with("/./")) {
+      in.remove_prefix(2);
+    } else if (in == "/.") {
+      in = "/";
+    } else if (in.starts_with("/../") || in == "/..") {
+      in = in.size() == 3 ? std::string_view("/") : in.substr(3);
+      std::size_t slash = out.rfind('/');
+      out.erase(slash == std::string::npos ? 0 : slash);
+    } else if (in == "." || in == "..") {
+      in = {};
+    } else {
+      std::size_t next = in.find('/', in.front() == '/' ? 1 : 0);
+      out.append(in.substr(0, next));
+      in = next == std::string_view::npos ? std::string_view{} : in.substr(next);
+    }
+  }
+  return out;
+}
+
+// Whether ref starts with a scheme ("http:", "mailto:"): ALPHA *( ALPHA / DIGIT / "+" /
+// "-" / "." ) ":" before any '/', '?' or '#'.
+bool has_scheme(std::string_view ref) {
+  std::size_t colon = ref.find(':');
+  if (colon == 0 || colon == std::string_view::npos) return false;
+  if (ref.substr(0, colon).find_first_of("/?#") != std::string_view::npos) return false;
+  for (std::size_t i = 0; i < colon; ++i) {
+    unsigned char c = static_cast<unsigned char>(ref[i]);
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!(alpha || (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.')))) return false;
+  }
+  return true;
+}
+
+// The absolute URL that reference ref (a Location) names, relative to base (RFC 3986
+// 5.2.2, without fragments).
+std::string resolve_reference(const Url& base, std::string_view ref) {
+  if (std::size_t hash = ref.find('#'); hash != std::string_view::npos) ref = ref.substr(0, hash);
+  if (has_scheme(ref)) return std::string(ref);
+  if (ref.starts_with("//")) return base.scheme + ":" + std::string(ref);
+  std::string origin = base.scheme + "://" + net::join_host_port(base.host, base.port);
+  const std::size_t base_query = base.target.find('?');
+  const std::string base_path = base.target.substr(0, base_query);
+  if (ref.empty()) return origin + base.target;
+  if (ref.front() == '?') return origin + base_path + std::string(ref);
+  std::size_t q = ref.find('?');
+  std::string_view path = ref.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? std::string_view{} : ref.substr(q);
+  std::string merged;
+  if (path.front() == '/') {
+    merged = remove_dot_segments(path);
+  } else {
+    merged = remove_dot_segments(base_path.substr(0, base_path.rfind('/') + 1) + std::string(path));
+  }
+  if (merged.empty() || merged.front() != '/') merged.insert(merged.begin(), '/');
+  return origin + merged + std::string(query);
+}
+
+// Whether credentials for host `from` may follow a redirect to host `to`: the same
+// host, or a subdomain of it (Go's rule).
+bool same_or_subdomain(std::string_view to, std::string_view from) {
+  if (iequals(to, from)) return true;
+  return to.size() > from.size() && to[to.size() - from.size() - 1] == '.' &&
+         iequals(to.substr(to.size() - from.size()), from);
+}
+
+}  // namespace
 
 namespace {
 
@@ -97,11 +210,19 @@ bool looks_dead(int fd) {
 
 }  // namespace
 
-struct Client::Impl {
+struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   ClientOptions options;
-  goro::Mutex mu;  // guards idle and tls
+  goro::Mutex mu;  // guards idle, reaping and tls
   std::unordered_map<std::string, std::vector<PooledConn>> idle;
+  bool reaping = false;  // a reaper goroutine runs
   std::shared_ptr<net::TlsContext> tls;
+
+  // Moves the connections idle longer than idle_timeout, of every host, into stale.
+  // Under mu.
+  void take_expired(std::vector<PooledConn>& stale);
+  // The reaper: while the pool holds connections, closes those past idle_timeout. It
+  // keeps only a weak reference, so a Client destroyed meanwhile ends it.
+  static void reap(std::weak_ptr<Impl> weak);
 
   Result<PooledConn> connect(const Url& url);
   std::optional<PooledConn> take_idle(const std::string& key);
@@ -155,41 +276,90 @@ std::optional<PooledConn> Client::Impl::take_idle(const std::string& key) {
   std::optional<PooledConn> found;
   {
     std::lock_guard lock(mu);
+    take_expired(stale);
     auto it = idle.find(key);
-    if (it == idle.end()) return std::nullopt;
-    auto now = std::chrono::steady_clock::now();
-    while (!it->second.empty()) {
+    while (it != idle.end() && !it->second.empty()) {
       PooledConn c = std::move(it->second.back());
       it->second.pop_back();
-      if (now - c.idle_since > options.idle_timeout || looks_dead(c.fd)) {
+      if (looks_dead(c.fd)) {  // (the expired ones went above)
         stale.push_back(std::move(c));
         continue;
       }
       found = std::move(c);
       break;
     }
+    if (it != idle.end() && it->second.empty()) idle.erase(it);
   }
   for (PooledConn& c : stale) c.stream->close();
   return found;
 }
 
+void Client::Impl::take_expired(std::vector<PooledConn>& stale) {
+  auto now = std::chrono::steady_clock::now();
+  for (auto h = idle.begin(); h != idle.end();) {
+    std::vector<PooledConn>& list = h->second;
+    for (std::size_t i = 0; i < list.size();) {
+      if (now - list[i].idle_since > options.idle_timeout) {
+        stale.push_back(std::move(list[i]));
+        list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    h = list.empty() ? idle.erase(h) : std::next(h);
+  }
+}
+
+void Client::Impl::reap(std::weak_ptr<Impl> weak) {
+  for (;;) {
+    std::chrono::nanoseconds period;
+    {
+      std::shared_ptr<Impl> self = weak.lock();
+      if (!self) return;
+      period = std::max<std::chrono::nanoseconds>(self->options.idle_timeout / 2, std::chrono::milliseconds(1));
+    }
+    goro::sleep(period);
+    std::shared_ptr<Impl> self = weak.lock();
+    if (!self) return;
+    std::vector<PooledConn> stale;
+    bool done;
+    {
+      std::lock_guard lock(self->mu);
+      self->take_expired(stale);
+      done = self->idle.empty();
+      if (done) self->reaping = false;  // put_idle starts another when it adds one
+    }
+    for (PooledConn& c : stale) c.stream->close();
+    if (done) return;
+  }
+}
+
 void Client::Impl::put_idle(const std::string& key, PooledConn conn) {
   conn.idle_since = std::chrono::steady_clock::now();
+  bool start_reaper = false;
   {
     std::lock_guard lock(mu);
     std::vector<PooledConn>& list = idle[key];
-    if (list.size() < options.max_idle_per_host) {
+    if (list.size() < options.max_idle_per_host && options.idle_timeout.count() > 0) {
       list.push_back(std::move(conn));
-      return;
+      start_reaper = !std::exchange(reaping, true);
     }
   }
-  conn.stream->close();
+  if (start_reaper) {
+    goro::go([weak = weak_from_this()] { reap(weak); });
+    return;
+  }
+  if (conn.stream) conn.stream->close();
 }
 
 Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequest& request, const Url& url,
                                               bool& reusable, bool& got_anything) {
   reusable = false;
   got_anything = false;
+  if (!is_token(request.method)) return errc::invalid_request;
+  for (HeaderField f : request.headers) {
+    if (!is_token(f.name) || !is_field_value(f.value)) return errc::invalid_request;
+  }
   std::string head;
   head.reserve(256);
   head.append(request.method).append(" ").append(url.target).append(" HTTP/1.1\r\n");
@@ -215,12 +385,25 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
 
   conn.stream->set_write_deadline(deadline_in(options.write_timeout));
   iovec iov[2] = {{head.data(), head.size()}, {const_cast<char*>(request.body.data()), request.body.size()}};
-  if (Result<std::size_t> n = conn.stream->writev(iov, request.body.empty() ? 1 : 2); !n) return n.error();
+  std::error_code write_error;
+  if (Result<std::size_t> n = conn.stream->writev(iov, request.body.empty() ? 1 : 2); !n) {
+    // A server may answer before it has read the whole body (413, 401) and stop reading
+    // or close: the write then fails, but the answer may be waiting. Look for it
+    // briefly; without one, the write's error is the result (RFC 9112 9.5).
+    if (request.body.empty()) return n.error();
+    write_error = n.error();
+  }
 
   detail::MessageParser& parser = *conn.parser;
   parser.set_response_to_head(request.method == "HEAD");
   auto read_more = [&]() -> Result<std::size_t> {
-    conn.stream->set_read_deadline(deadline_in(options.read_timeout));
+    if (write_error) {
+      auto brief = std::chrono::nanoseconds(std::chrono::seconds(1));
+      if (options.read_timeout.count() > 0) brief = std::min(brief, options.read_timeout);
+      conn.stream->set_read_deadline(net::deadline_after(brief));
+    } else {
+      conn.stream->set_read_deadline(deadline_in(options.read_timeout));
+    }
     std::span<char> space = parser.read_space();
     Result<std::size_t> n = conn.stream->read(space.data(), space.size());
     if (n && *n > 0) {
@@ -230,24 +413,31 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     return n;
   };
   auto parse_failure = [&]() -> std::error_code {
-    return parser.error().status == 413 ? make_error_code(errc::body_too_large)
-                                        : make_error_code(errc::malformed_response);
+    if (write_error) return write_error;
+    switch (parser.error().status) {
+      case 413: return make_error_code(errc::body_too_large);
+      case 431: return make_error_code(errc::header_too_large);
+      default: return make_error_code(errc::malformed_response);
+    }
   };
 
-  // The head; interim 1xx responses (100 Continue, 103 Early Hints) are skipped.
-  for (;;) {
+  // The head; interim 1xx responses (100 Continue, 103 Early Hints) are skipped, a few
+  // of them (a server sending them forever would hold the call past every timeout).
+  constexpr int kMaxInterim = 5;
+  for (int interim = 0;;) {
     detail::ParseStatus st = parser.parse_head();
     if (st == detail::ParseStatus::error) return parse_failure();
     if (st == detail::ParseStatus::complete) {
       if (parser.status_code() >= 100 && parser.status_code() < 200 && parser.status_code() != 101) {
+        if (++interim > kMaxInterim) return errc::malformed_response;
         parser.next_message();
         continue;
       }
       break;
     }
     Result<std::size_t> n = read_more();
-    if (!n) return n.error();
-    if (*n == 0) return errc::unexpected_eof;
+    if (!n) return write_error ? write_error : n.error();
+    if (*n == 0) return write_error ? write_error : make_error_code(errc::unexpected_eof);
   }
 
   ClientResponse response;
@@ -255,7 +445,10 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
   response.reason = std::string(parser.status_text());
   response.version_minor = parser.version_minor();
   for (const HeaderField& f : parser.headers()) response.headers.add(f.name, f.value);
-  if (parser.content_length() > 0) response.body.reserve(static_cast<std::size_t>(parser.content_length()));
+  // Room for the announced body, up to a bound: the announcement is the server's word.
+  constexpr std::int64_t kMaxReserve = 1 << 20;
+  if (parser.content_length() > 0)
+    response.body.reserve(static_cast<std::size_t>(std::min(parser.content_length(), kMaxReserve)));
   for (;;) {
     response.body.append(parser.peek_body());
     parser.skip(parser.available());
@@ -272,7 +465,7 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
       break;
     }
   }
-  reusable = parser.keep_alive() && !parser.upgrade() && parser.buffered() == 0 &&
+  reusable = !write_error && parser.keep_alive() && !parser.upgrade() && parser.buffered() == 0 &&
              !has_token(response.header("connection"), "close");
   if (reusable) parser.next_message();
   return response;
@@ -302,7 +495,7 @@ Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, co
   }
 }
 
-Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+Client::Client(ClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
 }
 
@@ -312,6 +505,7 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
   Result<Url> url = parse_url(request.url);
   if (!url) return url.error();
   Result<ClientResponse> response = impl_->round_trip(request, *url);
+  const std::string first_host = url->host;
   int redirects = 0;
   ClientRequest next;
   while (response && impl_->options.max_redirects > 0) {
@@ -330,21 +524,17 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
       follow.method = previous.method;
       follow.body = previous.body;
     }
-    if (location.find("://") != std::string_view::npos) {
-      follow.url = std::string(location);
-    } else {
-      std::string base = url->scheme + "://" + net::join_host_port(url->host, url->port);
-      if (location.front() == '/') {
-        follow.url = base + std::string(location);
-      } else {
-        std::string dir = url->target.substr(0, url->target.find('?'));
-        dir = dir.substr(0, dir.rfind('/') + 1);
-        follow.url = base + dir + std::string(location);
-      }
+    follow.url = resolve_reference(*url, location);
+    Result<Url> target = parse_url(follow.url);
+    if (!target) return target.error();
+    // Credentials go only to the host they were given for (or its subdomains), as Go
+    // does: a redirect elsewhere must not carry them.
+    if (!same_or_subdomain(target->host, first_host)) {
+      for (std::string_view name : {"authorization", "www-authenticate", "cookie", "cookie2"})
+        follow.headers.remove(name);
     }
     next = std::move(follow);
-    url = parse_url(next.url);
-    if (!url) return url.error();
+    url = std::move(target);
     response = impl_->round_trip(next, *url);
   }
   return response;

@@ -20,6 +20,8 @@ class HttpCategory final : public std::error_category {
       case errc::too_many_redirects: return "too many redirects";
       case errc::server_closed: return "server closed";
       case errc::shutdown_timeout: return "shutdown deadline passed with connections open";
+      case errc::header_too_large: return "response header fields too large";
+      case errc::invalid_request: return "invalid character in the request method or a header";
     }
     return "unknown goro.http error";
   }

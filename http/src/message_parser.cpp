@@ -288,11 +288,34 @@ int MessageParser::check_request_head() noexcept {
   return 0;
 }
 
+int MessageParser::check_response_head() noexcept {
+  if (parser_.http_major != 1) return fail(505, "response version is not HTTP/1.x");
+  // Only chunked (llhttp checked it is last): anything else would hand the caller the
+  // still-encoded bytes, or leave the framing to guesswork (Go refuses it too).
+  if (parser_.flags & F_TRANSFER_ENCODING) {
+    const char* b = buffer_.get();
+    for (const FieldOffsets& f : offsets_) {
+      if (!iequals(std::string_view(b + f.name_offset, f.name_size), "transfer-encoding")) continue;
+      std::string_view value = trim_ows({b + f.value_offset, f.value_size});
+      while (!value.empty()) {
+        std::size_t comma = value.find(',');
+        std::string_view coding = trim_ows(value.substr(0, comma));
+        value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
+        if (!coding.empty() && !iequals(coding, "chunked"))
+          return fail(501, "unsupported Transfer-Encoding in the response");
+      }
+    }
+  }
+  return 0;
+}
+
 int MessageParser::on_headers_complete(llhttp_t* p) {
   MessageParser* m = self(p);
   m->in_head_ = false;
   if (m->mode_ == Mode::request) {
     if (int err = m->check_request_head(); err != 0) return err;
+  } else {
+    if (int err = m->check_response_head(); err != 0) return err;
   }
   m->chunked_ = (p->flags & F_CHUNKED) != 0;
   if (p->flags & F_CONTENT_LENGTH) {
@@ -307,7 +330,16 @@ int MessageParser::on_headers_complete(llhttp_t* p) {
   m->keep_alive_ = llhttp_should_keep_alive(p) != 0 && (p->flags & F_CONNECTION_CLOSE) == 0;
   m->upgrade_ = p->upgrade != 0;
   if (m->mode_ == Mode::response) {
-    if (m->response_to_head_) return 1;  // a response to HEAD has no body
+    // No body, whatever Content-Length or Transfer-Encoding say: a response to HEAD,
+    // and 1xx, 204 and 304 responses (RFC 9112 6.3). (101 ends the HTTP exchange;
+    // llhttp treats it as an upgrade, which the pause below leaves to the caller.)
+    const int code = p->status_code;
+    if (m->response_to_head_ || (code >= 100 && code < 200 && code != 101) || code == 204 ||
+        code == 304) {
+      m->content_length_ = 0;
+      m->chunked_ = false;
+      return 1;
+    }
   }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > m->limits_.max_body_bytes) {
     return m->fail(413, m->mode_ == Mode::request ? "request body too large"

@@ -147,6 +147,7 @@ class MessageParser {
 
   int fail(int status, const char* message) noexcept;
   int check_request_head() noexcept;
+  int check_response_head() noexcept;
   bool chunk_overhead_exceeded() const noexcept;
   void classify_request_line_error(bool bad_version) noexcept;
   void fail_from_llhttp(llhttp_errno_t err) noexcept;

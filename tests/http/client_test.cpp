@@ -5,6 +5,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <goro/http/client.hpp>
 #include <goro/http/errors.hpp>
@@ -226,6 +228,261 @@ TEST(Client, HttpsVerifiesTheServer) {
         EXPECT_EQ(bad.error().category(), net::x509_category()) << bad.error().message();
       },
       2, leaf);
+}
+
+// Runs body(base_url) in a fresh goro::run next to a raw TCP server that serves each
+// connection with script(conn, request_head): a server misbehaving on purpose.
+template <class Script, class Body>
+void with_raw_server(Script script, Body body) {
+  goro::run(
+      [&] {
+        Result<net::Listener> ln = net::listen("tcp", "127.0.0.1:0");
+        ASSERT_TRUE(ln);
+        goro::WaitGroup done;
+        done.add(1);
+        goro::go([&] {
+          for (;;) {
+            Result<net::Conn> c = ln->accept();
+            if (!c) break;
+            goro::go([&script, conn = std::move(*c)]() mutable {
+              std::string head;
+              char buf[4096];
+              while (head.find("\r\n\r\n") == std::string::npos) {
+                Result<std::size_t> n = conn.read(buf, sizeof buf);
+                if (!n || *n == 0) return;
+                head.append(buf, *n);
+              }
+              script(conn, head);
+            });
+          }
+          done.done();
+        });
+        body("http://" + ln->addr().to_string());
+        ln->close();
+        done.wait();
+      },
+      goro::Config{.maxprocs = 2});
+}
+
+void send_all(net::Conn& c, std::string_view s) { (void)c.write(s.data(), s.size()); }
+
+// A response's announced length is the server's word, not an allocation size; and a
+// response to HEAD has no body whatever Content-Length says.
+TEST(ClientHostile, HugeContentLengthOnHeadIsNotAllocated) {
+  with_raw_server(
+      [](net::Conn& c, const std::string&) {
+        send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 40000000000\r\n\r\n");
+        goro::sleep(300ms);
+      },
+      [](const std::string& base) {
+        Client client;
+        ClientRequest head;
+        head.method = "HEAD";
+        head.url = base + "/big.iso";
+        Result<ClientResponse> r = client.send(head);
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->header("content-length"), "40000000000");
+        EXPECT_TRUE(r->body.empty());
+      });
+}
+
+// RFC 9112 6.3: 1xx, 204 and 304 end at the blank line, whatever their headers say; a
+// 304 with the Content-Length of the representation is common.
+TEST(ClientHostile, NoBodyStatusesIgnoreTheirFraming) {
+  for (std::string reply : {"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n",
+                            "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+                            "HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"}) {
+    with_raw_server(
+        [reply](net::Conn& c, const std::string&) {
+          send_all(c, reply);
+          goro::sleep(2s);  // keep-alive: nothing else comes
+        },
+        [&](const std::string& base) {
+          ClientOptions o;
+          o.read_timeout = 1s;
+          Client client(o);
+          auto t0 = std::chrono::steady_clock::now();
+          Result<ClientResponse> r = client.get(base + "/x");
+          ASSERT_TRUE(r) << reply << ": " << r.error().message();
+          EXPECT_TRUE(r->body.empty());
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms) << reply;
+        });
+  }
+}
+
+TEST(ClientHostile, FramingAndVersionsItCannotTrust) {
+  struct Case {
+    std::string reply;
+    errc expected;
+  };
+  const std::vector<Case> cases = {
+      {"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok", errc::malformed_response},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nxxxx", errc::malformed_response},
+      {"HTTP/1.1 200 OK\r\nX: " + std::string(100000, 'a') + "\r\n\r\n", errc::header_too_large},
+      {[] {
+         std::string s;
+         for (int i = 0; i < 50; ++i) s += "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+         return s;
+       }(),
+       errc::malformed_response},
+  };
+  for (const Case& k : cases) {
+    with_raw_server(
+        [&k](net::Conn& c, const std::string&) {
+          send_all(c, k.reply);
+          goro::sleep(1s);
+        },
+        [&](const std::string& base) {
+          ClientOptions o;
+          o.read_timeout = 3s;
+          Client client(o);
+          Result<ClientResponse> r = client.get(base + "/x");
+          ASSERT_FALSE(r) << k.reply.substr(0, 40);
+          EXPECT_EQ(r.error(), make_error_code(k.expected)) << k.reply.substr(0, 40) << ": " << r.error().message();
+        });
+  }
+}
+
+// CR or LF in a method, header or URL would let the caller's data split the request
+// (header injection, request smuggling); Go refuses them, and so does this client.
+TEST(ClientHostile, RefusesToSendInjectedLines) {
+  Seen seen;
+  with_server(app(seen), {}, [&](const std::string& base) {
+    Client client;
+    ClientRequest r;
+    r.url = base + "/x";
+    r.headers.set("X-Test", "v\r\nInjected: yes");
+    EXPECT_EQ(client.send(r).error(), make_error_code(errc::invalid_request));
+    ClientRequest name;
+    name.url = base + "/x";
+    name.headers.set("Bad Name", "v");
+    EXPECT_EQ(client.send(name).error(), make_error_code(errc::invalid_request));
+    ClientRequest method;
+    method.method = "GET /evil HTTP/1.1\r\nHost: x\r\n\r\nGET";
+    method.url = base + "/x";
+    EXPECT_EQ(client.send(method).error(), make_error_code(errc::invalid_request));
+    EXPECT_EQ(client.get(base + "/a\r\nInjected: yes").error(), make_error_code(errc::bad_url));
+    // A space is escaped, not sent raw into the request line.
+    Result<ClientResponse> spaced = client.get(base + "/a b");
+    ASSERT_TRUE(spaced);
+    EXPECT_EQ(spaced->body, "GET /a%20b");
+    EXPECT_EQ(seen.count(), 1u) << "nothing of the refused requests reached the server";
+  });
+}
+
+// A server may answer before it has read the whole body (here 413) and stop reading;
+// its answer is the result, not the write's EPIPE or timeout.
+TEST(ClientHostile, EarlyAnswerDuringALargeUpload) {
+  ServerOptions small;
+  small.max_body_bytes = 50000;
+  Seen seen;
+  with_server(app(seen), small, [&](const std::string& base) {
+    Client client;
+    Result<ClientResponse> r = client.post(base + "/echo", "application/octet-stream", std::string(8 << 20, 'u'));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 413);
+  });
+}
+
+TEST(ClientRedirects, ResolveLocationsAsRfc3986Says) {
+  std::vector<std::string> seen_targets;
+  std::mutex mu;
+  with_raw_server(
+      [&](net::Conn& c, const std::string& head) {
+        std::string target = head.substr(head.find(' ') + 1);
+        target = target.substr(0, target.find(' '));
+        std::string location;
+        if (target.starts_with("/go?to=")) location = target.substr(7);
+        if (!location.empty()) {
+          // %3F and %2F keep the test's own query intact; decode just those.
+          for (auto [from, to] : {std::pair{"%3F", "?"}, std::pair{"%2F", "/"}}) {
+            for (std::size_t at; (at = location.find(from)) != std::string::npos;) location.replace(at, 3, to);
+          }
+          send_all(c, "HTTP/1.1 302 Found\r\nLocation: " + location + "\r\nContent-Length: 0\r\n\r\n");
+          return;
+        }
+        {
+          std::lock_guard lock(mu);
+          seen_targets.push_back(target);
+        }
+        send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+      },
+      [&](const std::string& base) {
+        ClientOptions o;
+        o.max_redirects = 2;
+        Client client(o);
+        // Each Location is relative to the URL that answered with it: /go?to=...
+        for (std::string loc : {"..%2Fx", ".%2Fy", "%3Fq=1", "%2Fnext%3Fu=http://example.com/"}) {
+          Result<ClientResponse> r = client.get(base + "/go?to=" + loc);
+          ASSERT_TRUE(r) << loc << ": " << r.error().message();
+        }
+      });
+  ASSERT_EQ(seen_targets.size(), 4u);
+  EXPECT_EQ(seen_targets[0], "/x");  // ../x from /go: the root's parent is the root
+  EXPECT_EQ(seen_targets[1], "/y");
+  EXPECT_EQ(seen_targets[2], "/go?q=1");
+  EXPECT_EQ(seen_targets[3], "/next?u=http://example.com/");
+}
+
+// Credentials given for one host do not follow a redirect to another (Go's rule).
+TEST(ClientRedirects, CredentialsStayWithTheirHost) {
+  std::vector<std::string> heads;
+  std::mutex mu;
+  with_raw_server(
+      [&](net::Conn& c, const std::string& head) {
+        {
+          std::lock_guard lock(mu);
+          heads.push_back(head);
+        }
+        if (head.starts_with("GET /start")) {
+          std::string port = head.substr(head.find("Host: 127.0.0.1:") + 16);
+          port = port.substr(0, port.find('\r'));
+          std::string to = head.find("/start-same") != std::string::npos ? "127.0.0.1" : "localhost";
+          send_all(c, "HTTP/1.1 302 Found\r\nLocation: http://" + to + ":" + port +
+                          "/landed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        } else {
+          send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+      },
+      [&](const std::string& base) {
+        ClientOptions o;
+        o.max_redirects = 1;
+        Client client(o);
+        for (std::string start : {"/start-other", "/start-same"}) {
+          ClientRequest r;
+          r.url = base + start;
+          r.headers.set("Authorization", "Bearer SECRET");
+          r.headers.set("Cookie", "session=SECRET2");
+          ASSERT_TRUE(client.send(r));
+        }
+      });
+  ASSERT_EQ(heads.size(), 4u);
+  EXPECT_EQ(heads[1].find("SECRET"), std::string::npos) << "leaked to another host:\n" << heads[1];
+  EXPECT_NE(heads[1].find("Host: localhost:"), std::string::npos);
+  EXPECT_NE(heads[3].find("Authorization: Bearer SECRET"), std::string::npos) << "same host keeps them";
+}
+
+// Idle pooled connections close after idle_timeout even if the client never calls
+// again (a client that talked to many hosts once would keep all their sockets).
+TEST(Client, IdleConnectionsCloseOnTheirOwn) {
+  std::atomic<int> closed{0};
+  with_raw_server(
+      [&](net::Conn& c, const std::string&) {
+        send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        char buf[16];
+        ASSERT_FALSE(c.set_read_deadline(net::deadline_after(3s)));
+        Result<std::size_t> n = c.read(buf, sizeof buf);
+        if (n && *n == 0) closed.fetch_add(1);  // the client closed it
+      },
+      [&](const std::string& base) {
+        ClientOptions o;
+        o.idle_timeout = 100ms;
+        Client client(o);
+        ASSERT_TRUE(client.get(base + "/x"));
+        for (int i = 0; i < 100 && closed.load() == 0; ++i) goro::sleep(10ms);
+        EXPECT_EQ(closed.load(), 1) << "the idle connection was not closed within 1 s";
+      });
 }
 
 TEST(Url, Parse) {

@@ -34,7 +34,8 @@ struct ClientOptions {
   std::chrono::nanoseconds read_timeout = std::chrono::seconds(30);
   // Longest wait for writing a request; zero: none.
   std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
-  // Idle connections kept per host, and for how long.
+  // Idle connections kept per host, and for how long (closed between idle_timeout and
+  // 1.5 times it, by a goroutine that runs while the pool holds any).
   std::size_t max_idle_per_host = 16;
   std::chrono::nanoseconds idle_timeout = std::chrono::seconds(90);
   // Largest response body accepted (errc::body_too_large past it).
@@ -76,9 +77,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Sends request and reads the whole response. Fails with a net error (refused,
-  // timeout, TLS), errc::bad_url, errc::malformed_response, errc::body_too_large,
-  // errc::unexpected_eof or errc::too_many_redirects. An HTTP error status is not a
-  // failure. Blocks (parks).
+  // timeout, TLS), errc::bad_url, errc::invalid_request, errc::malformed_response,
+  // errc::header_too_large, errc::body_too_large, errc::unexpected_eof or
+  // errc::too_many_redirects. An HTTP error status is not a failure. Blocks (parks).
   Result<ClientResponse> send(const ClientRequest& request);
   Result<ClientResponse> get(std::string_view url);
   Result<ClientResponse> post(std::string_view url, std::string_view content_type, std::string body);
@@ -89,7 +90,7 @@ class Client {
   struct Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the goroutine that closes idle connections
 };
 
 // The parts of an http(s) URL.

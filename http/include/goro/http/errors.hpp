@@ -29,6 +29,11 @@ enum class errc {
   server_closed,
   // Server::shutdown: the deadline passed before every connection finished.
   shutdown_timeout,
+  // Client: the response head (or its trailers) passed ClientOptions::max_header_bytes.
+  header_too_large,
+  // Client: the request's method, a header name or a header value holds characters
+  // HTTP does not allow there (a CR or LF would split the request).
+  invalid_request,
 };
 
 const std::error_category& http_category() noexcept;
