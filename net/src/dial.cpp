@@ -115,7 +115,7 @@ Result<Conn> dial(std::string_view network, std::string_view address,
   auto spec = detail::parse_network(network);
   if (!spec) return spec.error();
   if (spec->sotype == 0) return std::errc::protocol_not_supported;
-  std::int64_t deadline = timeout.count() > 0 ? goro::detail::nanotime() + timeout.count() : 0;
+  std::int64_t deadline = timeout.count() > 0 ? goro::detail::nanotime_after(timeout.count()) : 0;
   if (spec->kind == Network::unix_stream) {
     auto addr = detail::parse_unix(address);
     if (!addr) return addr.error();

@@ -720,9 +720,11 @@ bool switch_direct(G* g, M* m, G** handoff_slot) {
   if (m->preempt_detached || trace_enabled.load(std::memory_order_relaxed)) return false;
   P* pp = m->p;
   if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) != 0) return false;
-  // Due timers are run by find_runnable; look every 8th schedule (a clock read).
+  // Due timers are run by find_runnable; look every 8th switch (a clock read). Counted
+  // apart from schedtick, which a pair of goroutines handing runnext back and forth
+  // never advances: timers would wait for sysmon (about 10 ms late) behind them.
   if (std::int64_t t0 = pp->timers.timer0.load(std::memory_order_relaxed);
-      t0 != 0 && (pp->schedtick & 7) == 0 && t0 <= nanotime())
+      t0 != 0 && (++pp->switches & 7) == 0 && t0 <= nanotime())
     return false;
   bool inherit = false;
   std::uint32_t left = 0;
@@ -1213,7 +1215,10 @@ void ready(G* g) {
   RuntimeScope scope;
   M* m = this_m();
   if (m && m->p) {
-    runqput(m->p, g, m->curg != nullptr);
+    // Next in line, as Go's goready: the readied G runs before the rest of the queue,
+    // also when a timer readies it from the scheduler stack (else a pair of goroutines
+    // trading runnext would keep a woken sleeper waiting behind them).
+    runqput(m->p, g, true);
   } else {
     sched.lock.lock();
     globrunqput(g);
@@ -1226,6 +1231,10 @@ void ready_list(G* list, int n) { inject_list(nullptr, list, n); }
 
 G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size,
          std::size_t closure_align, void** closure_slot) {
+  // A goroutine belongs to a running runtime: before goro::run, or after it returned,
+  // it would be dropped or handed a stack already unmapped.
+  if (!runtime_running.load(std::memory_order_acquire))
+    fatal("goro::go called while no goro::run is running");
   RuntimeScope scope;
   M* m = this_m();
   P* pp = m ? m->p : nullptr;
@@ -1305,6 +1314,15 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
     m->preempt_detached = 0;
     exit_syscall_after_preempt();
   }
+  if (g_->status.load(std::memory_order_relaxed) == GStatus::syscall) {
+    // A runtime call from inside goro::blocking (a channel, a lock, a sleep, the
+    // network): it may park or touch a P, and this thread gave its P up. Leave the
+    // syscall state for the call, as if the blocking function had returned, and go
+    // back into it when the call is done. Nothing of the runtime is held here: this is
+    // the outermost scope.
+    exit_syscall();
+    reenter_syscall_ = true;
+  }
   if (g_->preempt.load(std::memory_order_relaxed)) {
     g_->preempt.store(false, std::memory_order_relaxed);
     switch_to_g0(g_, SwitchReason::preempt);
@@ -1313,6 +1331,7 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
 
 RuntimeScope::~RuntimeScope() {
   if (g_ == nullptr) return;
+  if (reenter_syscall_) enter_syscall(false);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   g_->in_runtime--;
 }
@@ -1339,10 +1358,16 @@ void enter_syscall(bool hand_off_now) {
       handoffp(pp);
     }
   } else if (sched.sysmon_wait) {
-    // sysmon sleeps while the runtime is idle; it must watch this call.
+    // sysmon sleeps while the runtime is idle; it must watch this call, closely.
+    sched.sysmon_kick.store(true, std::memory_order_release);
     sched.lock.lock();
     if (sched.sysmon_wait) sysmon_wake();
     sched.lock.unlock();
+  } else if (sched.sysmon_delay.load(std::memory_order_relaxed) > 1'000'000 &&
+             !sched.sysmon_kick.exchange(true, std::memory_order_acq_rel)) {
+    // sysmon has backed off (up to 10 ms): the P of this call would wait that long to
+    // be handed off. Kick it back to its shortest delay (once per back-off).
+    sched.sysmon_note.wakeup();
   }
 }
 
@@ -1391,6 +1416,8 @@ void exit_syscall_after_preempt() {
 SyscallScope::SyscallScope(bool hand_off_now) noexcept : active_(false) {
   G* g = current_g();
   if (g == nullptr) return;  // not on a goroutine: nothing to hand off
+  // goro::blocking inside goro::blocking: already in the syscall state.
+  if (g->status.load(std::memory_order_relaxed) == GStatus::syscall) return;
   RuntimeScope scope;        // safe point, and no preemption signal in between
   enter_syscall(hand_off_now);
   active_ = true;
@@ -1460,6 +1487,8 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.exiting.store(false);
   sched.exit_code = 0;
   sched.sysmon_wait = false;
+  sched.sysmon_delay.store(0);
+  sched.sysmon_kick.store(false);
   sched.sysmon_wakeups.store(0);
   sched.handoffs.store(0);
   sched.preemptions.store(0);
@@ -1564,6 +1593,12 @@ int run_main(std::function<int()> main_fn, Config config) {
   }
   allgs.clear();
   allg_lock.unlock();
+  // The free lists point into the stacks just unmapped: empty them now, not at the next
+  // run(), so nothing can take a G from them in between.
+  sched.gfree_lock.lock();
+  sched.gfree.clear();
+  sched.gfree_count.store(0);
+  sched.gfree_lock.unlock();
   if (!keep_arenas) stack_release_all();
   for (P* pp : sched.all_p) delete pp;
   sched.all_p.clear();
@@ -1586,8 +1621,9 @@ void yield() {
     return;
   }
   // We cannot queue ourselves before leaving our stack (a thief could resume us while
-  // we still run on it): the G we switch to does it (after_resume).
-  if (g->in_runtime == 0) {
+  // we still run on it): the G we switch to does it (after_resume). Inside
+  // goro::blocking there is no P to switch on: the scope below takes one first.
+  if (g->in_runtime == 0 && g->status.load(std::memory_order_relaxed) != GStatus::syscall) {
     g->in_runtime = 1;  // from here on the preemption signal leaves our P alone
     std::atomic_signal_fence(std::memory_order_seq_cst);
     g->preempt.store(false, std::memory_order_relaxed);  // yielding is what it asks
@@ -1620,7 +1656,7 @@ void sleep(std::chrono::nanoseconds d) {
     return;
   }
   Timer t;
-  t.when = nanotime() + d.count();
+  t.when = nanotime_after(d.count());
   t.fire = sleep_fire;
   t.arg = g;
   park(sleep_commit, &t, WaitReason::sleep);

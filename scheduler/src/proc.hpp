@@ -148,6 +148,7 @@ struct P {
   P* link = nullptr;                   // idle P list
   RunQueue runq;
   std::uint32_t schedtick = 0;         // incremented at every schedule (owner only)
+  std::uint32_t switches = 0;          // every direct switch, inheriting ones too (owner only)
   std::atomic<std::uint32_t> schedtick_pub{0};   // schedtick, published for sysmon
   std::atomic<std::uint32_t> syscalltick{0};
   // Set by the preemption signal handler when it moved this P to syscall state:
@@ -236,6 +237,8 @@ struct Sched {
   // sysmon sleeps for good while everything is idle (lock).
   bool sysmon_wait = false;
   Note sysmon_note;
+  std::atomic<std::int64_t> sysmon_delay{0};  // how long sysmon sleeps now (ns)
+  std::atomic<bool> sysmon_kick{false};       // watch again from the shortest delay
   std::atomic<std::uint64_t> sysmon_wakeups{0};
   pthread_t sysmon_thread{};
 

@@ -182,7 +182,7 @@ int select(SelectCase* cases, int n, std::uint16_t* order, bool has_default,
   Timer timer;
   SelectPark p{cases, lock_order, active, nullptr};
   if (timeout_ns >= 0) {
-    timer.when = nanotime() + timeout_ns;
+    timer.when = nanotime_after(timeout_ns);
     timer.fire = select_timer_fire;
     timer.arg = &state;
     p.timer = &timer;

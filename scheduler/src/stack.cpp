@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -83,10 +84,11 @@ Stack stack_alloc(std::size_t size, bool default_size) {
   Stack s;
   if (!default_size || guarded_count.load(std::memory_order_relaxed) < guard_budget()) {
     guarded_count.fetch_add(1, std::memory_order_relaxed);
-    s.map_size = size + page;
+    const std::size_t guard = std::max(kGuardBytes, page);
+    s.map_size = size + guard;
     s.map_base = map_region(s.map_size);
-    if (mprotect(s.map_base, page, PROT_NONE) != 0) out_of_memory(size);
-    s.lo = s.map_base + page;
+    if (mprotect(s.map_base, guard, PROT_NONE) != 0) out_of_memory(size);
+    s.lo = s.map_base + guard;
     s.hi = s.lo + size;
     return s;
   }
@@ -135,7 +137,7 @@ bool stack_canary_ok(const Stack& s) {
 
 bool stack_is_guard_fault(const Stack& s, const void* addr) {
   const char* a = static_cast<const char*>(addr);
-  const std::size_t below = s.arena ? kRedZone : page_size();
+  const std::size_t below = s.arena ? kRedZone : std::max(kGuardBytes, page_size());
   return a < s.lo && a >= s.lo - below - page_size();
 }
 

@@ -8,7 +8,7 @@
 // runtime near 32k goroutines. So:
 //  - guarded stacks: the first max_map_count/8 stacks (about 8k on default settings),
 //    and every stack with a non-default size, get their own mapping with a PROT_NONE
-//    guard page below. An overflow faults on the guard page at once; the SIGSEGV handler
+//    guard region below (kGuardBytes, so that large frames cannot step over it). An overflow faults on the guard page at once; the SIGSEGV handler
 //    (on an alternate signal stack) prints "goroutine N: stack overflow" and aborts.
 //  - arena stacks: beyond that budget, stacks of the default size are carved from
 //    arenas of 256 slots (one mapping and one guard page per arena). Each slot has a
@@ -44,6 +44,12 @@ struct Stack {
 };
 
 inline constexpr std::size_t kRedZone = 16 * 1024;
+// The PROT_NONE region below a guarded stack. One page would do for code that touches
+// every page it grows into, but a frame larger than the guard (a local array; GCC and
+// Clang probe large frames only with -fstack-clash-protection, which Debian leaves
+// off) steps over it into whatever is mapped below, another goroutine's stack. 64 KiB
+// catches frames up to that size; it costs address space only.
+inline constexpr std::size_t kGuardBytes = 64 * 1024;
 inline constexpr std::size_t kCanaryBytes = 64;
 
 // Allocates a stack of `size` usable bytes (rounded up to pages). `default_size` says

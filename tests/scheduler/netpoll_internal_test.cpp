@@ -1,10 +1,11 @@
-// White-box checks of the netpoller's wake-up protocol, on its internal interface
-// (scheduler/src/proc.hpp), with no runtime running: the test thread plays both the
-// M blocked in the poller and the Ms that poll without blocking.
+// White-box checks on the runtime's internal interfaces (scheduler/src), with no
+// runtime running: the netpoller's wake-up protocol (the test thread plays both the M
+// blocked in the poller and the Ms that poll without blocking), and stack guards.
 
 #include <goro/scheduler/detail/netpoll.hpp>
 
 #include "proc.hpp"
+#include "stack.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/epoll.h>
@@ -12,6 +13,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace {
 
@@ -86,6 +91,33 @@ TEST(NetpollInternal, AnEventOfAClosedDescriptorDoesNotReachItsSuccessor) {
   poll_close(second);
   for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
   netpoll_shutdown();
+}
+
+// The PROT_NONE region below a guarded stack must be wider than a large frame: with a
+// single page, a function with a 6 KB local array on a full stack stepped over it into
+// the stack mapped below (another goroutine's), silently.
+TEST(StackGuard, GuardRegionIsWiderThanLargeFrames) {
+  using namespace goro::detail;
+  Stack s = stack_alloc(64 * 1024, false);
+  ASSERT_NE(s.map_base, nullptr);
+  const auto lo = reinterpret_cast<std::uintptr_t>(s.lo);
+  // The mapping that ends at lo, from /proc/self/maps: inaccessible, and 64 KiB or more.
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  bool found = false;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::string range, perms;
+    in >> range >> perms;
+    const std::uintptr_t start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+    const std::uintptr_t end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+    if (end != lo) continue;
+    found = true;
+    EXPECT_EQ(perms.substr(0, 3), "---") << line;
+    EXPECT_GE(end - start, 64u * 1024) << line;
+  }
+  EXPECT_TRUE(found) << "no guard mapping right below the stack";
+  stack_free(s);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
 #include <gtest/gtest.h>
@@ -519,6 +520,75 @@ TEST(SchedulerDeathTest, StackOverflowIsReported) {
         });
       },
       "goroutine [0-9]+: stack overflow");
+}
+
+// A goroutine needs a running runtime: before goro::run, or after it returned (when
+// its stacks are unmapped), goro::go says so instead of losing it or crashing.
+TEST(SchedulerDeathTest, GoOutsideRunIsFatal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(goro::go([] {}), "goro::go called while no goro::run is running");
+  EXPECT_DEATH(
+      {
+        goro::run([] { goro::go([] {}); });
+        goro::go([] {});
+      },
+      "goro::go called while no goro::run is running");
+}
+
+// Two goroutines handing the P back and forth through runnext must not delay a
+// sleeper's wake-up: timers are looked at every few switches, and the woken G goes
+// next in line (it waited about 10 ms, for sysmon, before).
+TEST(Timers, SleeperWakesOnTimeBesidePingPong) {
+  std::vector<double> late;
+  goro::run([&] {
+    goro::Chan<int> ping, pong;
+    std::atomic<bool> stop{false};
+    goro::WaitGroup wg;
+    wg.add(2);
+    goro::go([&] {
+      while (!stop) {
+        ping.send(1);
+        (void)pong.recv();
+      }
+      ping.close();
+      wg.done();
+    });
+    goro::go([&] {
+      while (ping.recv()) pong.send(1);
+      wg.done();
+    });
+    for (int i = 0; i < 40; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      goro::sleep(1ms);
+      late.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - 1.0);
+    }
+    stop = true;
+    wg.wait();
+  }, goro::Config{.maxprocs = 1});
+  std::sort(late.begin(), late.end());
+  std::printf("[figure] sleep(1ms) beside a ping-pong pair on 1 P: median %.3f ms late, max %.3f ms\n",
+              late[late.size() / 2], late.back());
+  EXPECT_LT(late[late.size() / 2], 3.0);
+}
+
+// A duration too long to add to the clock means "never", as in Go, not "already past".
+TEST(Timers, ForeverDoesNotFireAtOnce) {
+  goro::run([] {
+    std::atomic<bool> woke{false};
+    goro::go([&] {
+      goro::sleep(std::chrono::nanoseconds::max());
+      woke = true;
+    });
+    goro::Chan<int> ch(1);
+    goro::go([ch]() mutable {
+      goro::sleep(50ms);
+      ch.send(7);
+    });
+    int which = goro::select(goro::recv_case(ch), goro::timeout_case(std::chrono::nanoseconds::max()));
+    EXPECT_EQ(which, 0) << "the endless timeout fired";
+    goro::sleep(50ms);
+    EXPECT_FALSE(woke.load());
+  });
 }
 
 #if !defined(GORO_ASAN)

@@ -6,8 +6,10 @@
 // Thresholds leave room for a loaded 2-core CI machine; the figures are printed so a
 // regression shows before it fails.
 
+#include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/detail/introspect.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
+#include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
@@ -472,6 +474,46 @@ TEST_P(BlockingResult, ReturnsValueAndReference) {
   });
 }
 
+// The function given to goro::blocking may itself use the runtime: a channel, a lock,
+// a sleep, a yield, another goroutine, a nested blocking call (goro's own dial, TLS
+// and file server use goro::blocking inside). It used to crash with SIGSEGV: the
+// thread had given its P up.
+TEST_P(BlockingResult, RuntimeCallsInsideABlockingCallWork) {
+  run([] {
+    goro::Chan<int> ch;  // unbuffered: every send parks until the receiver takes it
+    goro::Mutex mu;
+    goro::WaitGroup wg;
+    wg.add(1);
+    int got = 0;
+    goro::go([&] {
+      for (int i = 0; i < 3; ++i) got += ch.recv().value_or(0);
+      mu.lock();  // contended: the blocking function holds it for a while
+      mu.unlock();
+      wg.done();
+    });
+    int nested = goro::blocking([&] {
+      for (int i = 1; i <= 3; ++i) ch.send(i);
+      mu.lock();
+      goro::sleep(20ms);
+      goro::yield();
+      mu.unlock();
+      goro::WaitGroup inner;
+      inner.add(1);
+      goro::go([&] { inner.done(); });
+      inner.wait();
+      return goro::blocking([] {
+        os_sleep(5 * kMs);
+        return 5;
+      });
+    });
+    wg.wait();
+    EXPECT_EQ(nested, 5);
+    EXPECT_EQ(got, 6);
+    // And the runtime is in order afterwards: a plain blocking call still hands off.
+    EXPECT_EQ(goro::blocking([] { return 1; }), 1);
+  });
+}
+
 TEST_P(BlockingResult, PropagatesExceptionsAndRuntimeKeepsWorking) {
   run([] {
     const std::uint64_t me = goro::goid();
@@ -829,6 +871,41 @@ TEST(SysmonBackoff, IdleRuntimeBarelyWakesSysmon) {
   std::printf("[figure] sysmon wake-ups in 1 s of an idle runtime: %llu\n",
               static_cast<unsigned long long>(second));
   EXPECT_LT(second, 200u);
+}
+
+// An idle server with a ticker: sysmon must not start over at 20 us every time the
+// ticker's P wakes (it woke about 60 times per 100 ms tick).
+TEST(SysmonBackoff, ATickerBarelyWakesSysmon) {
+  std::uint64_t wakeups = 0;
+  goro::run([&] {
+    goro::sleep(300ms);  // sysmon backs off, then sleeps deeply
+    const std::uint64_t w1 = goro::detail::sysmon_wakeups();
+    for (int i = 0; i < 10; ++i) goro::sleep(100ms);
+    wakeups = goro::detail::sysmon_wakeups() - w1;
+  }, procs(1));
+  std::printf("[figure] sysmon wake-ups in 10 ticks of a 100 ms ticker: %llu\n",
+              static_cast<unsigned long long>(wakeups));
+  EXPECT_LT(wakeups, 100u);
+}
+
+// A blocking call made once sysmon has backed off (10 ms sleeps) still has its P handed
+// off after a tick: another goroutine of that P waits ~0.1 ms, not up to 20 ms.
+TEST(SysmonBackoff, BlockingCallAfterBackOffIsHandedOffQuickly) {
+  double worst_ms = 0;
+  goro::run([&] {
+    for (int round = 0; round < 5; ++round) {
+      goro::sleep(300ms);  // sysmon backs off meanwhile
+      std::atomic<std::int64_t> ran_at{0};
+      const std::int64_t t0 = nanotime();
+      goro::go([&] { ran_at = nanotime(); });  // queued behind the blocking call
+      goro::blocking([] { os_sleep(40 * kMs); });
+      ASSERT_NE(ran_at.load(), 0);
+      worst_ms = std::max(worst_ms, static_cast<double>(ran_at.load() - t0) / 1e6);
+    }
+  }, procs(1));
+  std::printf("[figure] goroutine behind a blocking call after sysmon backed off: waited %.2f ms at worst\n",
+              worst_ms);
+  EXPECT_LT(worst_ms, 5.0);
 }
 
 class SysmonBackoffSyscall : public WithProcs {};

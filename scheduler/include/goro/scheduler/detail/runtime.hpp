@@ -20,6 +20,12 @@ struct G;  // a goroutine; opaque outside the runtime
 
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 std::int64_t nanotime() noexcept;
+// nanotime() + d, saturating: a duration too long to add (nanoseconds::max(), "forever")
+// is a time that never comes, not one in the past.
+inline std::int64_t nanotime_after(std::int64_t d) noexcept {
+  const std::int64_t now = nanotime();
+  return d > INT64_MAX - now ? INT64_MAX : now + d;
+}
 
 // The running goroutine, or nullptr on a scheduler stack / foreign thread.
 G* current_g() noexcept;
@@ -61,6 +67,7 @@ class RuntimeScope {
 
  private:
   G* g_;
+  bool reenter_syscall_ = false;  // entered from inside goro::blocking (see proc.cpp)
 };
 
 // A small lock for runtime data structures: spins briefly, then sleeps on a futex.
