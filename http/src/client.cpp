@@ -88,18 +88,6 @@ Result<Url> parse_url(std::string_view url) {
 
 namespace {
 
-bool is_tchar(unsigned char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
-}
-
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  for (unsigned char c : s)
-    if (!is_tchar(c)) return false;
-  return true;
-}
-
 // A field value: no control characters but horizontal tab (RFC 9110 5.5).
 bool is_field_value(std::string_view s) {
   for (unsigned char c : s)
@@ -356,9 +344,9 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
                                               bool& reusable, bool& got_anything) {
   reusable = false;
   got_anything = false;
-  if (!is_token(request.method)) return errc::invalid_request;
+  if (!detail::is_token(request.method)) return errc::invalid_request;
   for (HeaderField f : request.headers) {
-    if (!is_token(f.name) || !is_field_value(f.value)) return errc::invalid_request;
+    if (!detail::is_token(f.name) || !is_field_value(f.value)) return errc::invalid_request;
   }
   std::string head;
   head.reserve(256);

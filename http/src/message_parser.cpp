@@ -31,10 +31,6 @@ bool valid_host(std::string_view host) noexcept {
   return true;
 }
 
-bool is_tchar(unsigned char c) noexcept {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
-}
 
 MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); }
 
@@ -147,9 +143,7 @@ void MessageParser::classify_request_line_error(bool bad_version) noexcept {
   line = line.substr(0, line.find('\n'));
   if (line.ends_with('\r')) line.remove_suffix(1);
   std::size_t sp = line.find(' ');
-  std::string_view method = line.substr(0, sp);
-  bool method_ok = !method.empty() && sp != std::string_view::npos;
-  for (unsigned char c : method) method_ok = method_ok && is_tchar(c);
+  const bool method_ok = sp != std::string_view::npos && is_token(line.substr(0, sp));
   if (!bad_version) {
     error_ = method_ok ? ParseError{501, "unknown method"} : ParseError{400, "malformed request line"};
     return;
@@ -262,14 +256,10 @@ int MessageParser::check_request_head() noexcept {
       if (!valid_host(value)) return fail(400, "malformed Host header");
     } else if (iequals(name, "transfer-encoding")) {
       has_transfer_encoding = true;
-      while (!value.empty()) {
-        std::size_t comma = value.find(',');
-        std::string_view coding = trim_ows(value.substr(0, comma));
-        value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
-        if (coding.empty()) continue;
+      for_each_coding(value, [&](std::string_view coding) {
         ++codings;
         if (!iequals(coding, "chunked")) only_chunked = false;
-      }
+      });
     } else if (iequals(name, "expect")) {
       if (iequals(value, "100-continue")) {
         // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
@@ -294,17 +284,13 @@ int MessageParser::check_response_head() noexcept {
   // still-encoded bytes, or leave the framing to guesswork (Go refuses it too).
   if (parser_.flags & F_TRANSFER_ENCODING) {
     const char* b = buffer_.get();
+    bool only_chunked = true;
     for (const FieldOffsets& f : offsets_) {
       if (!iequals(std::string_view(b + f.name_offset, f.name_size), "transfer-encoding")) continue;
-      std::string_view value = trim_ows({b + f.value_offset, f.value_size});
-      while (!value.empty()) {
-        std::size_t comma = value.find(',');
-        std::string_view coding = trim_ows(value.substr(0, comma));
-        value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
-        if (!coding.empty() && !iequals(coding, "chunked"))
-          return fail(501, "unsupported Transfer-Encoding in the response");
-      }
+      for_each_coding({b + f.value_offset, f.value_size},
+                      [&](std::string_view coding) { only_chunked = only_chunked && iequals(coding, "chunked"); });
     }
+    if (!only_chunked) return fail(501, "unsupported Transfer-Encoding in the response");
   }
   return 0;
 }

@@ -32,6 +32,30 @@
 
 namespace goro::http::detail {
 
+// RFC 9110 5.6.2: a token (a method, a field name) is one or more tchars.
+inline bool is_token(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (unsigned char c : s) {
+    bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+// Calls f with each non-empty coding of a Transfer-Encoding value ("gzip, chunked").
+template <class F>
+void for_each_coding(std::string_view value, F f) {
+  while (!value.empty()) {
+    std::size_t comma = value.find(',');
+    std::string_view coding = value.substr(0, comma);
+    value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+    if (!coding.empty()) f(coding);
+  }
+}
+
 struct ParserLimits {
   std::size_t max_request_line = 8 * 1024;     // bytes of the request-target (414 past it)
   std::size_t max_header_bytes = 64 * 1024;    // all header (and trailer) bytes (431)
