@@ -46,9 +46,7 @@ struct Room {
       std::optional<std::string> line;
       switch (goro::select(goro::recv_case(join, joined), goro::recv_case(leave, left),
                            goro::recv_case(say, line))) {
-        case 0:
-          members.push_back(*joined);
-          break;
+        case 0: members.push_back(*joined); break;
         case 1:
           std::erase(members, *left);
           (*left)->outbox.close();  // its writer goroutine drains and stops

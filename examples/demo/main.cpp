@@ -48,7 +48,9 @@ std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, st
   long n = digits ? std::strtol(v->c_str(), &end, 10) : -1;
   if (errno == ERANGE) n = max;
   if (!digits || n < 0) {
-    w.text("400 Bad Request: query parameter " + std::string(name) + " must be a non-negative integer\n", 400);
+    w.text("400 Bad Request: query parameter " + std::string(name) +
+               " must be a non-negative integer\n",
+           400);
     return std::nullopt;
   }
   return n > max ? max : n;
@@ -157,7 +159,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "goro-demo: %s\n", e.what());
       return 1;
     }
-    app = log ? http::chain(app, {http::recover(), http::access_log()}) : http::chain(app, {http::recover()});
+    app = log ? http::chain(app, {http::recover(), http::access_log()})
+              : http::chain(app, {http::recover()});
     http::Server server(app);
 
     std::error_code error;
@@ -166,10 +169,12 @@ int main(int argc, char** argv) {
     if (cert.empty()) {
       goro::Result<goro::net::Listener> ln = goro::net::listen("tcp", addr);
       if (!ln) {
-        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(), ln.error().message().c_str());
+        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(),
+                     ln.error().message().c_str());
         return 1;
       }
-      std::printf("goro-demo: serving http://%s on %d Ps\n", ln->addr().to_string().c_str(), goro::maxprocs());
+      std::printf("goro-demo: serving http://%s on %d Ps\n", ln->addr().to_string().c_str(),
+                  goro::maxprocs());
       std::fflush(stdout);
       goro::go([&, ln = std::move(*ln)]() mutable {
         error = server.serve(ln);
@@ -186,10 +191,12 @@ int main(int argc, char** argv) {
       }
       auto ln = goro::net::tls_listen("tcp", addr, *ctx);
       if (!ln) {
-        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(), ln.error().message().c_str());
+        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(),
+                     ln.error().message().c_str());
         return 1;
       }
-      std::printf("goro-demo: serving https://%s on %d Ps\n", ln->addr().to_string().c_str(), goro::maxprocs());
+      std::printf("goro-demo: serving https://%s on %d Ps\n", ln->addr().to_string().c_str(),
+                  goro::maxprocs());
       std::fflush(stdout);
       goro::go([&, ln = std::move(*ln)]() mutable {
         error = server.serve(ln);

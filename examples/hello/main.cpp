@@ -30,8 +30,8 @@ int main() {
     for (int n = 0; n < kWorkers; n++) sum += done.recv().value_or(0);
 
     const auto ms = duration_cast<milliseconds>(steady_clock::now() - start).count();
-    std::printf("%d goroutines, %d ms of sleep each at most, done in %lld ms on %d Ps\n",
-                kWorkers, 10 * kWorkers, static_cast<long long>(ms), goro::maxprocs());
+    std::printf("%d goroutines, %d ms of sleep each at most, done in %lld ms on %d Ps\n", kWorkers,
+                10 * kWorkers, static_cast<long long>(ms), goro::maxprocs());
     return sum == kWorkers * (kWorkers + 1) / 2 ? 0 : 1;
   });
 }

@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
 
     std::printf("goro-json-api: http://%s/notes\n", addr.c_str());
     std::fflush(stdout);
-    std::error_code ec = http::listen_and_serve(addr, http::chain(r, {http::recover(), http::access_log()}));
+    std::error_code ec =
+        http::listen_and_serve(addr, http::chain(r, {http::recover(), http::access_log()}));
     std::fprintf(stderr, "goro-json-api: %s\n", ec.message().c_str());
     return 1;
   });

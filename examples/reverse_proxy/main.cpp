@@ -17,8 +17,8 @@ namespace http = goro::http;
 namespace {
 
 bool hop_by_hop(std::string_view name) {
-  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-                             "trailer", "upgrade", "content-length", "host"}) {
+  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                             "te", "trailer", "upgrade", "content-length", "host"}) {
     if (http::iequals(name, h)) return true;
   }
   return false;

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
       hub->subscribe.send(mine);
       while (!req.client_gone()) {
         std::optional<std::string> message;
-        if (goro::select(goro::recv_case(mine, message), goro::timeout_case(15s)) == goro::select_timeout) {
+        if (goro::select(goro::recv_case(mine, message), goro::timeout_case(15s)) ==
+            goro::select_timeout) {
           if (w.write(": keep-alive\n\n") || w.flush()) break;
           continue;
         }

@@ -40,8 +40,10 @@ Result<Url> parse_url(std::string_view url) {
   std::string_view rest = url.substr(colon + 3);
   std::size_t path_start = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, path_start);
-  std::string_view target = path_start == std::string_view::npos ? std::string_view{} : rest.substr(path_start);
-  if (std::size_t hash = target.find('#'); hash != std::string_view::npos) target = target.substr(0, hash);
+  std::string_view target =
+      path_start == std::string_view::npos ? std::string_view{} : rest.substr(path_start);
+  if (std::size_t hash = target.find('#'); hash != std::string_view::npos)
+    target = target.substr(0, hash);
   if (authority.find('@') != std::string_view::npos || authority.empty()) return errc::bad_url;
   std::string_view host = authority, port;
   if (authority.front() == '[') {
@@ -72,7 +74,8 @@ Result<Url> parse_url(std::string_view url) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (unsigned char c : target) {
     if (c < 0x20 || c == 0x7f) return errc::bad_url;
-    if (c > 0x7e || std::string_view(" \"<>\\^`{|}").find(static_cast<char>(c)) != std::string_view::npos) {
+    if (c > 0x7e ||
+        std::string_view(" \"<>\\^`{|}").find(static_cast<char>(c)) != std::string_view::npos) {
       u.target.push_back('%');
       u.target.push_back(kHex[c >> 4]);
       u.target.push_back(kHex[c & 15]);
@@ -131,7 +134,8 @@ bool has_scheme(std::string_view ref) {
   for (std::size_t i = 0; i < colon; ++i) {
     unsigned char c = static_cast<unsigned char>(ref[i]);
     bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!(alpha || (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.')))) return false;
+    if (!(alpha || (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'))))
+      return false;
   }
   return true;
 }
@@ -255,7 +259,8 @@ Result<PooledConn> Client::Impl::connect(const Url& url) {
   detail::ParserLimits limits;
   limits.max_header_bytes = options.max_header_bytes;
   limits.max_body_bytes = options.max_body_bytes;
-  pooled.parser = std::make_unique<detail::MessageParser>(detail::MessageParser::Mode::response, limits);
+  pooled.parser =
+      std::make_unique<detail::MessageParser>(detail::MessageParser::Mode::response, limits);
   return pooled;
 }
 
@@ -304,7 +309,8 @@ void Client::Impl::reap(std::weak_ptr<Impl> weak) {
     {
       std::shared_ptr<Impl> self = weak.lock();
       if (!self) return;
-      period = std::max<std::chrono::nanoseconds>(self->options.idle_timeout / 2, std::chrono::milliseconds(1));
+      period = std::max<std::chrono::nanoseconds>(self->options.idle_timeout / 2,
+                                                  std::chrono::milliseconds(1));
     }
     goro::sleep(period);
     std::shared_ptr<Impl> self = weak.lock();
@@ -340,8 +346,8 @@ void Client::Impl::put_idle(const std::string& key, PooledConn conn) {
   if (conn.stream) conn.stream->close();
 }
 
-Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequest& request, const Url& url,
-                                              bool& reusable, bool& got_anything) {
+Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequest& request,
+                                              const Url& url, bool& reusable, bool& got_anything) {
   reusable = false;
   got_anything = false;
   if (!detail::is_token(request.method)) return errc::invalid_request;
@@ -353,9 +359,11 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
   head.append(request.method).append(" ").append(url.target).append(" HTTP/1.1\r\n");
   if (!request.headers.has("host")) {
     head.append("Host: ");
-    bool default_port = (url.scheme == "http" && url.port == 80) || (url.scheme == "https" && url.port == 443);
-    head.append(default_port ? (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host)
-                             : net::join_host_port(url.host, url.port));
+    bool default_port =
+        (url.scheme == "http" && url.port == 80) || (url.scheme == "https" && url.port == 443);
+    head.append(default_port
+                    ? (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host)
+                    : net::join_host_port(url.host, url.port));
     head.append("\r\n");
   }
   if (!request.headers.has("user-agent") && !options.user_agent.empty()) {
@@ -365,14 +373,17 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     if (iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding")) continue;
     head.append(f.name).append(": ").append(f.value).append("\r\n");
   }
-  bool send_length = !request.body.empty() ||
-                     !(request.method == "GET" || request.method == "HEAD" || request.method == "DELETE" ||
-                       request.method == "OPTIONS" || request.method == "TRACE");
-  if (send_length) head.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
+  bool send_length =
+      !request.body.empty() ||
+      !(request.method == "GET" || request.method == "HEAD" || request.method == "DELETE" ||
+        request.method == "OPTIONS" || request.method == "TRACE");
+  if (send_length)
+    head.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
   head.append("\r\n");
 
   conn.stream->set_write_deadline(deadline_in(options.write_timeout));
-  iovec iov[2] = {{head.data(), head.size()}, {const_cast<char*>(request.body.data()), request.body.size()}};
+  iovec iov[2] = {{head.data(), head.size()},
+                  {const_cast<char*>(request.body.data()), request.body.size()}};
   std::error_code write_error;
   if (Result<std::size_t> n = conn.stream->writev(iov, request.body.empty() ? 1 : 2); !n) {
     // A server may answer before it has read the whole body (413, 401) and stop reading
@@ -416,7 +427,8 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     detail::ParseStatus st = parser.parse_head();
     if (st == detail::ParseStatus::error) return parse_failure();
     if (st == detail::ParseStatus::complete) {
-      if (parser.status_code() >= 100 && parser.status_code() < 200 && parser.status_code() != 101) {
+      if (parser.status_code() >= 100 && parser.status_code() < 200 &&
+          parser.status_code() != 101) {
         if (++interim > kMaxInterim) return errc::malformed_response;
         parser.next_message();
         continue;
@@ -476,7 +488,8 @@ Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, co
     } else {
       pooled->stream->close();
     }
-    if (!r && reused && !got_anything && idempotent(request.method) && !net::is_timeout(r.error())) {
+    if (!r && reused && !got_anything && idempotent(request.method) &&
+        !net::is_timeout(r.error())) {
       continue;  // the server had dropped the idle connection
     }
     return r;
@@ -534,7 +547,8 @@ Result<ClientResponse> Client::get(std::string_view url) {
   return send(r);
 }
 
-Result<ClientResponse> Client::post(std::string_view url, std::string_view content_type, std::string body) {
+Result<ClientResponse> Client::post(std::string_view url, std::string_view content_type,
+                                    std::string body) {
   ClientRequest r;
   r.method = "POST";
   r.url = std::string(url);

@@ -1,7 +1,7 @@
 // The Date header, formatted once per second per thread.
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "access.hpp"
@@ -107,14 +107,16 @@ long long parse_http_date(std::string_view s) {
   int day = -1, month = -1, year = -1, hour = -1, minute = -1, second = -1;
   std::size_t comma = s.find(',');
   if (s.size() == 29 && comma == 3) {
-    if (s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s.substr(25) != " GMT") return -1;
+    if (s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s.substr(25) != " GMT")
+      return -1;
     day = number(s.substr(5, 2));
     month = month_of(s.substr(8, 3));
     year = number(s.substr(12, 4));
     if (!clock_of(s.substr(17, 8), hour, minute, second)) return -1;
   } else if (comma >= 6 && comma <= 9 && s.size() == comma + 24) {
     std::string_view r = s.substr(comma + 1);  // " 06-Nov-94 08:49:37 GMT"
-    if (r[0] != ' ' || r[3] != '-' || r[7] != '-' || r[10] != ' ' || r.substr(19) != " GMT") return -1;
+    if (r[0] != ' ' || r[3] != '-' || r[7] != '-' || r[10] != ' ' || r.substr(19) != " GMT")
+      return -1;
     day = number(r.substr(1, 2));
     month = month_of(r.substr(4, 3));
     int yy = number(r.substr(8, 2));
@@ -130,7 +132,8 @@ long long parse_http_date(std::string_view s) {
   } else {
     return -1;
   }
-  if (month < 0 || year < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return -1;
+  if (month < 0 || year < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60)
+    return -1;
   std::tm tm{};
   tm.tm_mday = day;
   tm.tm_mon = month;

@@ -34,8 +34,6 @@ const std::error_category& http_category() noexcept {
   return category;
 }
 
-std::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), http_category()};
-}
+std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), http_category()}; }
 
 }  // namespace goro::http

@@ -29,24 +29,42 @@ struct Extension {
   std::string_view type;
 };
 
+// clang-format off: a table, two entries a line
 constexpr Extension kTypes[] = {
-    {"html", "text/html; charset=utf-8"},   {"htm", "text/html; charset=utf-8"},
-    {"css", "text/css; charset=utf-8"},     {"js", "text/javascript; charset=utf-8"},
-    {"mjs", "text/javascript; charset=utf-8"}, {"json", "application/json"},
-    {"txt", "text/plain; charset=utf-8"},   {"md", "text/markdown; charset=utf-8"},
-    {"csv", "text/csv; charset=utf-8"},     {"xml", "application/xml"},
-    {"svg", "image/svg+xml"},               {"png", "image/png"},
-    {"jpg", "image/jpeg"},                  {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},                   {"webp", "image/webp"},
-    {"avif", "image/avif"},                 {"ico", "image/vnd.microsoft.icon"},
-    {"wasm", "application/wasm"},           {"pdf", "application/pdf"},
-    {"zip", "application/zip"},             {"gz", "application/gzip"},
-    {"tar", "application/x-tar"},           {"mp4", "video/mp4"},
-    {"webm", "video/webm"},                 {"mp3", "audio/mpeg"},
-    {"ogg", "audio/ogg"},                   {"wav", "audio/wav"},
-    {"woff", "font/woff"},                  {"woff2", "font/woff2"},
-    {"ttf", "font/ttf"},                    {"otf", "font/otf"},
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"css", "text/css; charset=utf-8"},
+    {"js", "text/javascript; charset=utf-8"},
+    {"mjs", "text/javascript; charset=utf-8"},
+    {"json", "application/json"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"md", "text/markdown; charset=utf-8"},
+    {"csv", "text/csv; charset=utf-8"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"avif", "image/avif"},
+    {"ico", "image/vnd.microsoft.icon"},
+    {"wasm", "application/wasm"},
+    {"pdf", "application/pdf"},
+    {"zip", "application/zip"},
+    {"gz", "application/gzip"},
+    {"tar", "application/x-tar"},
+    {"mp4", "video/mp4"},
+    {"webm", "video/webm"},
+    {"mp3", "audio/mpeg"},
+    {"ogg", "audio/ogg"},
+    {"wav", "audio/wav"},
+    {"woff", "font/woff"},
+    {"woff2", "font/woff2"},
+    {"ttf", "font/ttf"},
+    {"otf", "font/otf"},
 };
+// clang-format on
 
 // A file opened under the root, closed on destruction (in goro::blocking).
 struct File {
@@ -73,7 +91,8 @@ int open_beneath(int dir_fd, const std::string& root, const std::string& rel) {
     if (fd >= 0) return static_cast<int>(fd);
     if (errno != ENOSYS) return -errno;
     // No openat2 (Linux < 5.6): open, then check where the descriptor really points.
-    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(),
+                         O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (plain < 0) return -errno;
     char link[64];
     char real[PATH_MAX + 1];
@@ -84,7 +103,8 @@ int open_beneath(int dir_fd, const std::string& root, const std::string& rel) {
       return -EACCES;
     }
     std::string_view where(real, static_cast<std::size_t>(n));
-    if (where != root && !(where.starts_with(root) && where.size() > root.size() && where[root.size()] == '/')) {
+    if (where != root &&
+        !(where.starts_with(root) && where.size() > root.size() && where[root.size()] == '/')) {
       ::close(plain);
       return -EXDEV;
     }
@@ -171,8 +191,9 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
   }
   File file;
   file.fd = open_beneath(dir_fd, root, rel);
-  struct stat st{};
-  if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) == 0 && S_ISDIR(st.st_mode)) {
+  struct stat st = {};
+  if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) == 0 &&
+      S_ISDIR(st.st_mode)) {
     std::string_view path = req.raw_path();
     if (!path.empty() && path.back() != '/') {
       // A folder named without its trailing slash: send the client to "name/", as Go's
@@ -190,7 +211,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
       w.text("301 moved permanently\n", status::moved_permanently);
       return;
     }
-    std::string index = rel.empty() || rel.back() == '/' ? rel + options.index : rel + "/" + options.index;
+    std::string index =
+        rel.empty() || rel.back() == '/' ? rel + options.index : rel + "/" + options.index;
     int folder = file.fd;
     file.fd = open_beneath(dir_fd, root, index);
     goro::blocking([folder] { ::close(folder); });
@@ -242,8 +264,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     }
     if (r > 0) {
       w.set_status(status::partial_content);
-      w.header().set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
-                                          std::to_string(size));
+      w.header().set("Content-Range", "bytes " + std::to_string(first) + "-" +
+                                          std::to_string(last) + "/" + std::to_string(size));
     } else {
       first = 0;
     }

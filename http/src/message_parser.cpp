@@ -25,12 +25,12 @@ constexpr std::uint64_t kChunkOverheadSlack = 16 * 1024;
 bool valid_host(std::string_view host) noexcept {
   for (unsigned char c : host) {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) continue;
-    if (std::string_view("!$%&'()*+,-.:;=[]_~").find(static_cast<char>(c)) == std::string_view::npos)
+    if (std::string_view("!$%&'()*+,-.:;=[]_~").find(static_cast<char>(c)) ==
+        std::string_view::npos)
       return false;
   }
   return true;
 }
-
 
 MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); }
 
@@ -106,9 +106,7 @@ void MessageParser::fail_from_llhttp(llhttp_errno_t err) noexcept {
   const char* reason = llhttp_get_error_reason(&parser_);
   if (reason == nullptr) reason = llhttp_errno_name(err);
   switch (err) {
-    case HPE_INVALID_METHOD:
-      classify_request_line_error(false);
-      break;
+    case HPE_INVALID_METHOD: classify_request_line_error(false); break;
     case HPE_INVALID_CONSTANT:
       // llhttp reports an RTSP/ICE method on an HTTP request as a bad constant.
       if (std::string_view(reason).find("method") != std::string_view::npos) {
@@ -117,15 +115,9 @@ void MessageParser::fail_from_llhttp(llhttp_errno_t err) noexcept {
         error_ = {400, reason};
       }
       break;
-    case HPE_INVALID_VERSION:
-      classify_request_line_error(true);
-      break;
-    case HPE_INVALID_TRANSFER_ENCODING:
-      error_ = {501, "unsupported Transfer-Encoding"};
-      break;
-    default:
-      error_ = {400, reason};
-      break;
+    case HPE_INVALID_VERSION: classify_request_line_error(true); break;
+    case HPE_INVALID_TRANSFER_ENCODING: error_ = {501, "unsupported Transfer-Encoding"}; break;
+    default: error_ = {400, reason}; break;
   }
 }
 
@@ -145,14 +137,16 @@ void MessageParser::classify_request_line_error(bool bad_version) noexcept {
   std::size_t sp = line.find(' ');
   const bool method_ok = sp != std::string_view::npos && is_token(line.substr(0, sp));
   if (!bad_version) {
-    error_ = method_ok ? ParseError{501, "unknown method"} : ParseError{400, "malformed request line"};
+    error_ =
+        method_ok ? ParseError{501, "unknown method"} : ParseError{400, "malformed request line"};
     return;
   }
   std::size_t last = line.rfind(' ');
-  std::string_view version = last == std::string_view::npos ? std::string_view{} : line.substr(last + 1);
-  bool well_formed = method_ok && last > sp && version.size() == 8 && version.starts_with("HTTP/") &&
-                     version[5] >= '0' && version[5] <= '9' && version[6] == '.' &&
-                     version[7] >= '0' && version[7] <= '9';
+  std::string_view version =
+      last == std::string_view::npos ? std::string_view{} : line.substr(last + 1);
+  bool well_formed = method_ok && last > sp && version.size() == 8 &&
+                     version.starts_with("HTTP/") && version[5] >= '0' && version[5] <= '9' &&
+                     version[6] == '.' && version[7] >= '0' && version[7] <= '9';
   if (well_formed) {
     error_ = {505, "HTTP version not supported"};
   } else {
@@ -287,8 +281,9 @@ int MessageParser::check_response_head() noexcept {
     bool only_chunked = true;
     for (const FieldOffsets& f : offsets_) {
       if (!iequals(std::string_view(b + f.name_offset, f.name_size), "transfer-encoding")) continue;
-      for_each_coding({b + f.value_offset, f.value_size},
-                      [&](std::string_view coding) { only_chunked = only_chunked && iequals(coding, "chunked"); });
+      for_each_coding({b + f.value_offset, f.value_size}, [&](std::string_view coding) {
+        only_chunked = only_chunked && iequals(coding, "chunked");
+      });
     }
     if (!only_chunked) return fail(501, "unsupported Transfer-Encoding in the response");
   }
@@ -328,8 +323,8 @@ int MessageParser::on_headers_complete(llhttp_t* p) {
     }
   }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > m->limits_.max_body_bytes) {
-    return m->fail(413, m->mode_ == Mode::request ? "request body too large"
-                                                   : "response body too large");
+    return m->fail(
+        413, m->mode_ == Mode::request ? "request body too large" : "response body too large");
   }
   return HPE_PAUSED;
 }
@@ -338,8 +333,8 @@ int MessageParser::on_body(llhttp_t* p, const char* at, std::size_t n) {
   MessageParser* m = self(p);
   m->body_bytes_ += n;
   if (m->body_bytes_ > m->limits_.max_body_bytes) {
-    return m->fail(413, m->mode_ == Mode::request ? "request body too large"
-                                                   : "response body too large");
+    return m->fail(
+        413, m->mode_ == Mode::request ? "request body too large" : "response body too large");
   }
   char* to = m->buffer_.get() + m->body_write_;
   if (to != at) std::memmove(to, at, n);
@@ -354,7 +349,8 @@ int MessageParser::on_chunk_header(llhttp_t* p) {
 
 bool MessageParser::chunk_overhead_exceeded() const noexcept {
   if (!chunked_) return false;
-  const std::uint64_t allowed = kChunkOverheadSlack + trailer_bytes_ + 16 * chunks_ + 2 * body_bytes_;
+  const std::uint64_t allowed =
+      kChunkOverheadSlack + trailer_bytes_ + 16 * chunks_ + 2 * body_bytes_;
   return body_raw_bytes_ > body_bytes_ + allowed;
 }
 
@@ -413,8 +409,8 @@ void MessageParser::build_views() {
   }
   fields_.clear();
   for (const FieldOffsets& f : offsets_) {
-    fields_.push_back({{b + f.name_offset, f.name_size},
-                       trim_ows({b + f.value_offset, f.value_size})});
+    fields_.push_back(
+        {{b + f.name_offset, f.name_size}, trim_ows({b + f.value_offset, f.value_size})});
   }
 }
 

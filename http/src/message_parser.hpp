@@ -37,7 +37,8 @@ inline bool is_token(std::string_view s) noexcept {
   if (s.empty()) return false;
   for (unsigned char c : s) {
     bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+    if (!alnum &&
+        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
       return false;
   }
   return true;
@@ -50,16 +51,18 @@ void for_each_coding(std::string_view value, F f) {
     std::size_t comma = value.find(',');
     std::string_view coding = value.substr(0, comma);
     value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
-    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
-    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+      coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+      coding.remove_suffix(1);
     if (!coding.empty()) f(coding);
   }
 }
 
 struct ParserLimits {
-  std::size_t max_request_line = 8 * 1024;     // bytes of the request-target (414 past it)
-  std::size_t max_header_bytes = 64 * 1024;    // all header (and trailer) bytes (431)
-  std::uint64_t max_body_bytes = 16u << 20;    // decoded body bytes (413)
+  std::size_t max_request_line = 8 * 1024;   // bytes of the request-target (414 past it)
+  std::size_t max_header_bytes = 64 * 1024;  // all header (and trailer) bytes (431)
+  std::uint64_t max_body_bytes = 16u << 20;  // decoded body bytes (413)
 };
 
 // Why a message was rejected: the status a server answers with and a short text.

@@ -113,7 +113,8 @@ std::optional<std::string> Request::query(std::string_view name) const {
     if (pair.empty()) continue;
     std::size_t eq = pair.find('=');
     std::string_view raw_key = pair.substr(0, eq);
-    std::string_view raw_value = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    std::string_view raw_value =
+        eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
     if (!detail::percent_decode(raw_key, key, true) || key != name) continue;
     std::string value;
     if (!detail::percent_decode(raw_value, value, true)) continue;

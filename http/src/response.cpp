@@ -88,8 +88,8 @@ std::error_code ResponseWriter::send_head(bool final) {
   } else if (final) {
     framing_ = Framing::length;
     // A HEAD handler may state the length of the body it did not write.
-    declared_length_ = (head_request_ && declared >= 0) ? declared
-                                                        : static_cast<std::int64_t>(body_bytes_);
+    declared_length_ =
+        (head_request_ && declared >= 0) ? declared : static_cast<std::int64_t>(body_bytes_);
   } else if (declared >= 0) {
     framing_ = Framing::length;
     declared_length_ = declared;

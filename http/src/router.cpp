@@ -19,12 +19,9 @@ enum class SegmentKind : std::uint8_t { literal, end, wildcard, rest };
 int rank(SegmentKind k) {
   switch (k) {
     case SegmentKind::literal:
-    case SegmentKind::end:
-      return 0;
-    case SegmentKind::wildcard:
-      return 1;
-    case SegmentKind::rest:
-      return 2;
+    case SegmentKind::end: return 0;
+    case SegmentKind::wildcard: return 1;
+    case SegmentKind::rest: return 2;
   }
   return 2;
 }
@@ -44,7 +41,8 @@ struct Route {
 bool valid_name(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -94,7 +92,8 @@ Route parse_pattern(std::string_view pattern) {
         route.segments.push_back({SegmentKind::wildcard, std::string(inner)});
       }
     } else {
-      if (seg.find_first_of("{}") != std::string_view::npos) throw bad("a wildcard must be a whole segment");
+      if (seg.find_first_of("{}") != std::string_view::npos)
+        throw bad("a wildcard must be a whole segment");
       if (!detail::percent_decode(seg, decoded, false)) throw bad("bad %-escape");
       route.segments.push_back({SegmentKind::literal, decoded});
     }
@@ -106,7 +105,8 @@ Route parse_pattern(std::string_view pattern) {
     if (a.text.empty()) continue;
     int same = 0;
     for (const Segment& b : route.segments) {
-      if ((b.kind == SegmentKind::wildcard || b.kind == SegmentKind::rest) && b.text == a.text) ++same;
+      if ((b.kind == SegmentKind::wildcard || b.kind == SegmentKind::rest) && b.text == a.text)
+        ++same;
     }
     if (same > 1) throw bad("wildcard name used twice");
   }
@@ -117,7 +117,8 @@ bool same_shape(const Route& a, const Route& b) {
   if (a.method != b.method || a.segments.size() != b.segments.size()) return false;
   for (std::size_t i = 0; i < a.segments.size(); ++i) {
     if (a.segments[i].kind != b.segments[i].kind) return false;
-    if (a.segments[i].kind == SegmentKind::literal && a.segments[i].text != b.segments[i].text) return false;
+    if (a.segments[i].kind == SegmentKind::literal && a.segments[i].text != b.segments[i].text)
+      return false;
   }
   return true;
 }
@@ -178,8 +179,7 @@ bool match(const Route& r, std::string_view raw_path, Request* req) {
           }
         }
         break;
-      case SegmentKind::end:
-        return next(seg) && seg.empty() && exhausted;
+      case SegmentKind::end: return next(seg) && seg.empty() && exhausted;
       case SegmentKind::rest:
         if (exhausted) return false;
         if (req != nullptr && !s.text.empty()) {
@@ -196,7 +196,9 @@ bool match(const Route& r, std::string_view raw_path, Request* req) {
   return exhausted;
 }
 
-void default_not_found(Request&, ResponseWriter& w) { w.text("404 page not found\n", status::not_found); }
+void default_not_found(Request&, ResponseWriter& w) {
+  w.text("404 page not found\n", status::not_found);
+}
 
 }  // namespace
 

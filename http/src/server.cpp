@@ -46,7 +46,7 @@ struct Server::Impl {
   std::unordered_set<detail::ServerConn*> conns;
   std::unordered_set<net::Listener*> listeners;
   bool shutting_down = false;
-  std::atomic<bool> closing{false};  // shutting_down, readable without mu
+  std::atomic<bool> closing{false};        // shutting_down, readable without mu
   std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
 
   void log_error(std::string_view message) const {
@@ -139,7 +139,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   ResponseWriter writer_;
   std::string scratch_;  // error responses
 
-  bool idle_ = true;     // guarded by server_->mu
+  bool idle_ = true;  // guarded by server_->mu
   bool keep_going_ = true;
   bool continue_sent_ = false;
   bool close_after_ = false;  // the connection cannot carry another request
@@ -174,7 +174,8 @@ bool ServerConn::read_head(bool first) {
   bool waiting_idle = parser_.buffered() == 0;
   if (waiting_idle) {
     if (!set_idle(true)) return false;
-    stream_->set_read_deadline(deadline_in(first ? options.read_header_timeout : options.idle_timeout));
+    stream_->set_read_deadline(
+        deadline_in(first ? options.read_header_timeout : options.idle_timeout));
   } else {
     stream_->set_read_deadline(deadline_in(options.read_header_timeout));
   }
@@ -215,8 +216,8 @@ void ServerConn::serve_request() {
     return;
   }
   bool keep_alive = parser_.keep_alive() && !parser_.upgrade();
-  ResponseAccess::begin(writer_, this, parser_.version_minor(), parser_.is_head_method(), keep_alive,
-                        options.write_buffer_size);
+  ResponseAccess::begin(writer_, this, parser_.version_minor(), parser_.is_head_method(),
+                        keep_alive, options.write_buffer_size);
   continue_sent_ = false;
   close_after_ = false;
   handler_done_ = false;
@@ -377,7 +378,8 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
       // The client ended its side inside the body: a truncated request, answered as
       // one (it may still be reading), whatever the handler makes of the error.
       peer_gone_ = true;
-      body_failed({status::bad_request, "request body cut short: the client closed the connection"});
+      body_failed(
+          {status::bad_request, "request body cut short: the client closed the connection"});
       body_error_ = make_error_code(errc::unexpected_eof);
       return body_error_;
     }

@@ -91,7 +91,8 @@ void worker(sockaddr_in addr, int conns, int msg) {
           }
           c->received = 0;
           if (measuring.load(std::memory_order_relaxed)) ++local;
-          if (::send(c->fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()))
+          if (::send(c->fd, out.data(), out.size(), MSG_NOSIGNAL) !=
+              static_cast<ssize_t>(out.size()))
             failures.fetch_add(1);
           break;
         }

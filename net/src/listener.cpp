@@ -67,7 +67,8 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     options_ = other.options_;
     unlink_on_close_ = std::exchange(other.unlink_on_close_, false);
     closed_ = std::exchange(other.closed_, goro::Chan<char>::nil());
-    closing_.store(other.closing_.exchange(true, std::memory_order_acq_rel), std::memory_order_release);
+    closing_.store(other.closing_.exchange(true, std::memory_order_acq_rel),
+                   std::memory_order_release);
   }
   return *this;
 }
@@ -146,8 +147,7 @@ std::error_code Listener::set_deadline(Deadline d) {
 int Listener::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }
 bool Listener::is_open() const noexcept { return fd_ && !fd_->closed(); }
 
-Result<Listener> listen(std::string_view network, std::string_view address,
-                        ListenOptions options) {
+Result<Listener> listen(std::string_view network, std::string_view address, ListenOptions options) {
   auto spec = detail::parse_network(network);
   if (!spec) return spec.error();
   if (spec->sotype != SOCK_STREAM) return std::errc::protocol_not_supported;

@@ -91,8 +91,7 @@ void NetFd::destroy_for_closer() noexcept {
 }
 
 std::error_code NetFd::close() {
-  if (destroyed_.load(std::memory_order_acquire) || !mu_.incref_and_close())
-    return errc::closed;
+  if (destroyed_.load(std::memory_order_acquire) || !mu_.incref_and_close()) return errc::closed;
   rt::poll_evict(pd_);
   if (mu_.decref()) return destroy();
   // An operation still holds a reference; it fails at once now (evicted, or closed when
@@ -184,7 +183,8 @@ Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
 }
 
 Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
-  if (count < 0 || (count > 0 && iov == nullptr)) return std::make_error_code(std::errc::invalid_argument);
+  if (count < 0 || (count > 0 && iov == nullptr))
+    return std::make_error_code(std::errc::invalid_argument);
   // A datagram is one sendmsg: the whole array, or EMSGSIZE past the kernel's limit.
   const bool datagram = kind_ == Network::udp;
   if (datagram && count > IOV_MAX) return std::make_error_code(std::errc::message_size);
@@ -292,8 +292,8 @@ Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
   if (deadline_passed('r')) return errc::timeout;
   for (;;) {
     *peer_len = sizeof *peer;
-    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(peer), peer_len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        ::accept4(fd_, reinterpret_cast<sockaddr*>(peer), peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) return fd;
     int e = errno;
     // A connection reset while queued is the peer's business, not the listener's.
@@ -353,7 +353,8 @@ std::error_code NetFd::set_option(int level, int name, const void* value, sockle
   OpGuard guard(*this, OpGuard::ref);
   if (!guard.held()) return errc::closed;
   if (::setsockopt(fd_, level, name, value, len) != 0) return last_errno();
-  if (level == SOL_SOCKET && name == SO_LINGER && len >= static_cast<socklen_t>(sizeof(struct linger))) {
+  if (level == SOL_SOCKET && name == SO_LINGER &&
+      len >= static_cast<socklen_t>(sizeof(struct linger))) {
     const auto* l = static_cast<const struct linger*>(value);
     lingers_.store(l->l_onoff != 0 && l->l_linger > 0, std::memory_order_release);
   }

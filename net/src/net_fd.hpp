@@ -102,7 +102,7 @@ class NetFd {
   std::atomic<std::int64_t> read_deadline_{0};  // nanotime, 0: none; mirrors the pd's
   std::atomic<std::int64_t> write_deadline_{0};
   std::atomic<bool> destroyed_{false};
-  std::atomic<bool> lingers_{false};  // SO_LINGER with a time: ::close may block
+  std::atomic<bool> lingers_{false};     // SO_LINGER with a time: ::close may block
   goro::detail::Semaphore closed_sema_;  // released once destroyed by an operation
   bool drained_ = false;  // the last read was short (see read); guarded by the read lock
   Addr remote_;

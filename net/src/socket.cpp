@@ -14,9 +14,7 @@ namespace goro::net::detail {
 
 namespace {
 
-bool is_wildcard(const Addr& a) {
-  return a.host() == "0.0.0.0" || a.host() == "::";
-}
+bool is_wildcard(const Addr& a) { return a.host() == "0.0.0.0" || a.host() == "::"; }
 
 // Where to bind, and whether the socket is dual-stack.
 struct BindPlan {

@@ -77,8 +77,7 @@ inline ssize_t recv(int fd, void* buf, std::size_t len, int flags) noexcept {
 }
 
 inline ssize_t send(int fd, const void* buf, std::size_t len, int flags) noexcept {
-  return syscall6(SYS_sendto, fd, reinterpret_cast<long>(buf), static_cast<long>(len), flags, 0,
-                  0);
+  return syscall6(SYS_sendto, fd, reinterpret_cast<long>(buf), static_cast<long>(len), flags, 0, 0);
 }
 
 #else

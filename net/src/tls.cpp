@@ -90,8 +90,9 @@ const std::error_category& x509_category() noexcept {
 }
 
 namespace {
-const std::error_code kUnexpectedEof(
-    static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_UNEXPECTED_EOF_WHILE_READING)), tls_category());
+const std::error_code kUnexpectedEof(static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0,
+                                                               SSL_R_UNEXPECTED_EOF_WHILE_READING)),
+                                     tls_category());
 }  // namespace
 
 bool is_unexpected_eof(std::error_code ec) noexcept { return ec == kUnexpectedEof; }
@@ -102,7 +103,7 @@ bool is_unexpected_eof(std::error_code ec) noexcept { return ec == kUnexpectedEo
 struct TlsContext::Impl {
   TlsConfig config;
   bool server = false;
-  std::vector<SSL_CTX*> ctxs;  // server: one per certificate, [0] the default
+  std::vector<SSL_CTX*> ctxs;            // server: one per certificate, [0] the default
   std::vector<unsigned char> alpn_wire;  // ALPN list, each name prefixed by its length
 
   ~Impl() {
@@ -176,8 +177,7 @@ SSL_CTX* new_ctx(bool server, const std::string& ciphers) {
   }
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
   // IGNORE_UNEXPECTED_EOF: an EOF without close_notify ends a read (see docs/net.md).
-  uint64_t options =
-      SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
+  uint64_t options = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
   // Server order, except that a client preferring ChaCha20 (no AES hardware, as on
   // many phones) gets it.
   if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA;
@@ -293,10 +293,10 @@ struct TlsConn::Impl {
 
   std::error_code handshake();
   std::error_code fill();
-  std::error_code flush();  // caller holds write_mu
+  std::error_code flush();                                     // caller holds write_mu
   std::error_code encrypt(const void* data, std::size_t len);  // caller holds write_mu
-  std::error_code ssl_failure(int ret, bool in_handshake);  // caller holds ssl_mu
-  void track_records(const unsigned char* p, std::size_t n);  // caller holds ssl_mu
+  std::error_code ssl_failure(int ret, bool in_handshake);     // caller holds ssl_mu
+  void track_records(const unsigned char* p, std::size_t n);   // caller holds ssl_mu
 };
 
 void TlsConn::Impl::track_records(const unsigned char* p, std::size_t n) {
@@ -304,8 +304,8 @@ void TlsConn::Impl::track_records(const unsigned char* p, std::size_t n) {
     if (rec_left == 0) {  // in a header: type (1), version (2), length (2)
       // OpenSSL still takes an SSLv2-format ClientHello as a server's first record:
       // a 2-byte header, high bit set, then 15 bits of length.
-      const bool v2 = first_record && ctx->is_server() &&
-                      (rec_hdr_have > 0 ? rec_hdr[0] : p[0]) & 0x80;
+      const bool v2 =
+          first_record && ctx->is_server() && (rec_hdr_have > 0 ? rec_hdr[0] : p[0]) & 0x80;
       const std::size_t hdr_len = v2 ? 2 : sizeof rec_hdr;
       std::size_t take = std::min(hdr_len - rec_hdr_have, n);
       std::memcpy(rec_hdr + rec_hdr_have, p, take);

@@ -42,19 +42,19 @@ inline void* make_context(void* top, void (*fn)(void*), void* arg) {
   // needs before its call.
   auto* sp = reinterpret_cast<std::uint64_t*>(t - 16 - 64);
   std::memset(sp, 0, 64);
-  std::uint32_t control = 0x1F80;                   // MXCSR default
+  std::uint32_t control = 0x1F80;  // MXCSR default
   std::memcpy(sp, &control, 4);
-  std::uint16_t x87 = 0x037F;                       // x87 control word default
+  std::uint16_t x87 = 0x037F;  // x87 control word default
   std::memcpy(reinterpret_cast<char*>(sp) + 4, &x87, 2);
-  sp[3] = reinterpret_cast<std::uint64_t>(fn);      // r13
-  sp[4] = reinterpret_cast<std::uint64_t>(arg);     // r12
+  sp[3] = reinterpret_cast<std::uint64_t>(fn);   // r13
+  sp[4] = reinterpret_cast<std::uint64_t>(arg);  // r12
   sp[7] = reinterpret_cast<std::uint64_t>(&goro_start);
   return sp;
 #elif defined(__aarch64__)
   auto* sp = reinterpret_cast<std::uint64_t*>(t - 176);
   std::memset(sp, 0, 176);
-  sp[0] = reinterpret_cast<std::uint64_t>(arg);     // x19
-  sp[1] = reinterpret_cast<std::uint64_t>(fn);      // x20
+  sp[0] = reinterpret_cast<std::uint64_t>(arg);           // x19
+  sp[1] = reinterpret_cast<std::uint64_t>(fn);            // x20
   sp[11] = reinterpret_cast<std::uint64_t>(&goro_start);  // x30
   return sp;
 #else

@@ -65,7 +65,7 @@ void Mutex::lock_slow() {
     }
     if (!state_.compare_exchange_strong(old, next, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
-      continue;  // `old` was reloaded
+      continue;                                    // `old` was reloaded
     if ((old & (locked | starving)) == 0) return;  // we set `locked`
     // Queued. A waiter that waited before goes back to the front of the line.
     const bool lifo = wait_start != 0;

@@ -59,18 +59,18 @@ class PollDesc {
   };
 
   int fd = -1;
-  Lock lock;                                  // guards the fields below `lock`
+  Lock lock;  // guards the fields below `lock`
   std::atomic<std::uintptr_t> rg{kEmpty};
   std::atomic<std::uintptr_t> wg{kEmpty};
   std::atomic<bool> closing{false};
-  std::atomic<bool> hangup{false};            // epoll reported rdhup, hup, err or pri
+  std::atomic<bool> hangup{false};  // epoll reported rdhup, hup, err or pri
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
-  std::atomic<std::uint16_t> seq{0};          // bumped by poll_open and poll_close
+  std::atomic<std::uint16_t> seq{0};  // bumped by poll_open and poll_close
   // (lock)
-  std::int64_t rd = 0, wd = 0;                // deadlines in force, 0 = none
+  std::int64_t rd = 0, wd = 0;  // deadlines in force, 0 = none
   DeadlineTimer rt, wt;
-  PollDesc* link = nullptr;                   // free list (cache_mu)
+  PollDesc* link = nullptr;  // free list (cache_mu)
 };
 
 namespace {
@@ -78,9 +78,9 @@ namespace {
 int epfd = -1;
 int breakfd = -1;
 std::atomic<bool> break_pending{false};
-std::atomic<std::int32_t> waiters{0};         // Gs parked (or parking) on a PollDesc
+std::atomic<std::int32_t> waiters{0};  // Gs parked (or parking) on a PollDesc
 
-std::mutex cache_mu;                          // guards free_pds and all_pds
+std::mutex cache_mu;  // guards free_pds and all_pds
 PollDesc* free_pds = nullptr;
 std::vector<PollDesc*> all_pds;
 
@@ -151,7 +151,7 @@ void netpoll_init() {
     std::fprintf(stderr, "goro: fatal error: netpoll init: %s\n", std::strerror(errno));
     std::abort();
   }
-  struct epoll_event ev{};
+  epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // nullptr marks the eventfd
   epoll_ctl(epfd, EPOLL_CTL_ADD, breakfd, &ev);
@@ -187,7 +187,7 @@ void netpoll_break() {
 G* netpoll(std::int64_t delay_ns, int* count) {
   *count = 0;
   if (epfd < 0) return nullptr;
-  struct timespec ts{}, *tsp = nullptr;
+  timespec ts{}, *tsp = nullptr;
   if (delay_ns >= 0) {
     ts.tv_sec = static_cast<time_t>(delay_ns / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(delay_ns % 1'000'000'000);
@@ -232,7 +232,8 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
       // nothing and sleep on past the timer it was woken for.
       if (take_break) {
         std::uint64_t v;
-        if (read(breakfd, &v, sizeof v) < 0) {}
+        if (read(breakfd, &v, sizeof v) < 0) {
+        }
         break_pending.store(false);
       }
       continue;
@@ -247,7 +248,8 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
       pd->hangup.store(true, std::memory_order_release);
     G* gs[2] = {nullptr, nullptr};
-    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI)) gs[0] = unblock(pd, 'r', true);
+    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
+      gs[0] = unblock(pd, 'r', true);
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, 'w', true);
     for (G* g : gs) {
       if (!g) continue;
@@ -273,7 +275,8 @@ PollDesc* poll_open(int fd) {
     }
   }
   if ((reinterpret_cast<std::uintptr_t>(pd) & ~kAddrMask) != 0) {
-    std::fprintf(stderr, "goro: fatal error: poll descriptor above 2^48 (%p)\n", static_cast<void*>(pd));
+    std::fprintf(stderr, "goro: fatal error: poll descriptor above 2^48 (%p)\n",
+                 static_cast<void*>(pd));
     std::abort();
   }
   pd->lock.lock();
@@ -299,7 +302,7 @@ PollDesc* poll_open(int fd) {
   // netpoll's first touch of pd for a race. Released before the ADD, acquired there.
   __tsan_release(pd);
 #endif
-  struct epoll_event ev{};
+  epoll_event ev{};
   // EPOLLPRI: TCP urgent data stops a read short at the urgent mark with the rest of
   // the stream still queued; the reader must know a short read no longer proves the
   // queue drained (see poll_hangup_or_urgent_seen).
@@ -349,7 +352,8 @@ PollStatus poll_wait(PollDesc* pd, char mode) {
     if (expired.load(std::memory_order_acquire)) return PollStatus::timeout;
     std::uintptr_t old = s.load(std::memory_order_acquire);
     if (old == kReady) {
-      if (s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel)) return PollStatus::ready;
+      if (s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel))
+        return PollStatus::ready;
       continue;
     }
     if (old != kEmpty) {

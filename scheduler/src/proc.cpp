@@ -119,8 +119,7 @@ std::vector<std::uint32_t> coprimes;
   std::abort();
 }
 
-int futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val,
-          const struct timespec* ts) {
+int futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const struct timespec* ts) {
   return static_cast<int>(
       ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0));
 }
@@ -144,8 +143,7 @@ __attribute__((noinline)) M* this_m() noexcept {
 #endif
 
 void Note::sleep() {
-  while (key.load(std::memory_order_acquire) == 0)
-    futex(&key, FUTEX_WAIT_PRIVATE, 0, nullptr);
+  while (key.load(std::memory_order_acquire) == 0) futex(&key, FUTEX_WAIT_PRIVATE, 0, nullptr);
   key.store(0, std::memory_order_relaxed);
 }
 
@@ -154,7 +152,7 @@ bool Note::sleep_for(std::int64_t ns) {
   while (key.load(std::memory_order_acquire) == 0) {
     std::int64_t left = deadline - nanotime();
     if (left <= 0) return false;
-    struct timespec ts{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    timespec ts{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
     futex(&key, FUTEX_WAIT_PRIVATE, 0, &ts);
   }
   key.store(0, std::memory_order_relaxed);
@@ -300,7 +298,7 @@ std::uint32_t runqgrab(P* victim, std::atomic<G*>* batch, std::uint32_t batch_he
           // A running victim is likely about to schedule its runnext (a ping-pong
           // pair); give it a moment, as Go does, before stealing the G from under it.
           if (victim->status.load(std::memory_order_relaxed) == PStatus::running) {
-            struct timespec ts{0, 3000};
+            timespec ts{0, 3000};
             nanosleep(&ts, nullptr);
           }
           if (!victim->runq.runnext.compare_exchange_strong(next, nullptr,
@@ -317,8 +315,7 @@ std::uint32_t runqgrab(P* victim, std::atomic<G*>* batch, std::uint32_t batch_he
       G* g = victim->runq.ring[(h + i) % kRunQueueSize].load(std::memory_order_relaxed);
       batch[(batch_head + i) % kRunQueueSize].store(g, std::memory_order_relaxed);
     }
-    if (victim->runq.head.compare_exchange_strong(h, h + n, std::memory_order_acq_rel))
-      return n;
+    if (victim->runq.head.compare_exchange_strong(h, h + n, std::memory_order_acq_rel)) return n;
   }
 }
 
@@ -497,10 +494,13 @@ void newm(P* pp, bool spinning) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 1024 * 1024);
-  int rc = pthread_create(&m->thread, &attr, [](void* arg) -> void* {
-    mthread_main(static_cast<M*>(arg));
-    return nullptr;
-  }, m);
+  int rc = pthread_create(
+      &m->thread, &attr,
+      [](void* arg) -> void* {
+        mthread_main(static_cast<M*>(arg));
+        return nullptr;
+      },
+      m);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     std::fprintf(stderr, "goro: fatal error: cannot create a thread: %s\n", std::strerror(rc));
@@ -578,7 +578,9 @@ void handoffp(P* pp) {
     return;
   }
   std::int32_t zero = 0;
-  if (sched.nmspinning.load(std::memory_order_seq_cst) + sched.npidle.load(std::memory_order_seq_cst) == 0 &&
+  if (sched.nmspinning.load(std::memory_order_seq_cst) +
+              sched.npidle.load(std::memory_order_seq_cst) ==
+          0 &&
       sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_seq_cst)) {
     startm(pp, true);
     return;
@@ -611,7 +613,8 @@ namespace {
   char buf[96];
   int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
                         static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
-  if (write(2, buf, static_cast<std::size_t>(n)) < 0) {}
+  if (write(2, buf, static_cast<std::size_t>(n)) < 0) {
+  }
   std::abort();
 }
 
@@ -825,7 +828,8 @@ G* gfget(P* pp) {
   }
   if (pp->gfree_count == 0 && sched.gfree_count.load(std::memory_order_relaxed) > 0) {
     sched.gfree_lock.lock();
-    while (pp->gfree_count < 32 && !sched.gfree.empty()) pp->gfree[pp->gfree_count++] = sched.gfree.pop_back();
+    while (pp->gfree_count < 32 && !sched.gfree.empty())
+      pp->gfree[pp->gfree_count++] = sched.gfree.pop_back();
     sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
     sched.gfree_lock.unlock();
   }
@@ -871,7 +875,8 @@ G* steal_work(M* m, P* pp, bool* inherit, std::int64_t& now) {
       }
       if (G* g = runqsteal(pp, victim, last)) {
         *inherit = false;
-        trace_event(TraceKind::steal, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(victim->id));
+        trace_event(TraceKind::steal, g->id.load(std::memory_order_relaxed),
+                    static_cast<std::uint64_t>(victim->id));
         return g;
       }
     }
@@ -982,7 +987,8 @@ top:
       GStatus expected = GStatus::waiting;
       if (!g->status.compare_exchange_strong(expected, GStatus::runnable))
         fatal("netpoll readied a goroutine that was not waiting");
-      trace_event(TraceKind::netpoll, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
+      trace_event(TraceKind::netpoll, g->id.load(std::memory_order_relaxed),
+                  static_cast<std::uint64_t>(n));
       return g;
     }
   }
@@ -1039,7 +1045,9 @@ top:
     if (sched.runq_size.load(std::memory_order_seq_cst) != 0) delay = 0;
     int n = 0;
     G* list = netpoll(delay, &n);
-    if (list) trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
+    if (list)
+      trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
+                  static_cast<std::uint64_t>(n));
     sched.poll_until.store(0, std::memory_order_seq_cst);
     sched.lastpoll.store(nanotime(), std::memory_order_seq_cst);
     sched.lock.lock();
@@ -1082,8 +1090,8 @@ void execute(M* m, G* g, bool inherit) {
     m->curg.store(g, std::memory_order_release);  // sysmon reads it (acquire)
     g->m = m;
     g->status.store(GStatus::running, std::memory_order_relaxed);
-    trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id),
-                g->name[0] ? g->name : nullptr);
+    trace_event(TraceKind::g_start, g->id.load(std::memory_order_relaxed),
+                static_cast<std::uint64_t>(pp->id), g->name[0] ? g->name : nullptr);
     switch_to_g(m, g);
     g = m->curg.load(std::memory_order_relaxed);  // another G, if g yielded directly
     pp = m->p;
@@ -1239,13 +1247,16 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   M* m = this_m();
   P* pp = m ? m->p : nullptr;
   const std::size_t page = page_size();
-  std::size_t want = stack_size == 0 ? sched.default_stack : ((stack_size + page - 1) & ~(page - 1));
+  std::size_t want =
+      stack_size == 0 ? sched.default_stack : ((stack_size + page - 1) & ~(page - 1));
   if (want < 16 * 1024) want = 16 * 1024;
   G* g = nullptr;
   if (want == sched.default_stack) g = gfget(pp);
 #if defined(GORO_ASAN)
   // The previous goroutine on this stack may have left poisoned shadow behind.
-  if (g) __asan_unpoison_memory_region(g->stack.lo, static_cast<std::size_t>(reinterpret_cast<char*>(g) - g->stack.lo));
+  if (g)
+    __asan_unpoison_memory_region(
+        g->stack.lo, static_cast<std::size_t>(reinterpret_cast<char*>(g) - g->stack.lo));
 #endif
   if (g == nullptr) {
     Stack s = stack_alloc(want, want == sched.default_stack);
@@ -1272,13 +1283,15 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   g->saved_errno = 0;
   std::size_t len = std::min(name.size(), sizeof g->name - 1);
   // Never cut a UTF-8 character in two (the tracer writes names into JSON).
-  while (len < name.size() && len > 0 && (static_cast<unsigned char>(name[len]) & 0xC0) == 0x80) len--;
+  while (len < name.size() && len > 0 && (static_cast<unsigned char>(name[len]) & 0xC0) == 0x80)
+    len--;
   if (len != 0) std::memcpy(g->name, name.data(), len);  // data() may be null
   g->name[len] = '\0';
   // The closure goes right below the G, the first frame right below the closure.
   auto top = reinterpret_cast<std::uintptr_t>(g);
   auto slot = (top - closure_size) & ~(static_cast<std::uintptr_t>(closure_align) - 1);
-  if (slot - 1024 < reinterpret_cast<std::uintptr_t>(g->stack.lo)) fatal("go: closure too large for the stack");
+  if (slot - 1024 < reinterpret_cast<std::uintptr_t>(g->stack.lo))
+    fatal("go: closure too large for the stack");
   g->closure = reinterpret_cast<void*>(slot);
   *closure_slot = g->closure;
   return g;
@@ -1343,7 +1356,8 @@ void enter_syscall(bool hand_off_now) {
   M* m = this_m();
   G* g = m->curg;
   P* pp = m->p;
-  trace_event(TraceKind::syscall_enter, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
+  trace_event(TraceKind::syscall_enter, g->id.load(std::memory_order_relaxed),
+              static_cast<std::uint64_t>(pp->id));
   g->status.store(GStatus::syscall, std::memory_order_relaxed);
   m->oldp = pp;
   m->p = nullptr;
@@ -1380,7 +1394,8 @@ void exit_syscall() {
   // Fast path: our P was not retaken.
   if (oldp) {
     PStatus expected = PStatus::syscall;
-    if (oldp->status.compare_exchange_strong(expected, PStatus::running, std::memory_order_seq_cst)) {
+    if (oldp->status.compare_exchange_strong(expected, PStatus::running,
+                                             std::memory_order_seq_cst)) {
       m->p = oldp;
       oldp->m = m;
       oldp->syscalltick.fetch_add(1, std::memory_order_relaxed);
@@ -1418,7 +1433,7 @@ SyscallScope::SyscallScope(bool hand_off_now) noexcept : active_(false) {
   if (g == nullptr) return;  // not on a goroutine: nothing to hand off
   // goro::blocking inside goro::blocking: already in the syscall state.
   if (g->status.load(std::memory_order_relaxed) == GStatus::syscall) return;
-  RuntimeScope scope;        // safe point, and no preemption signal in between
+  RuntimeScope scope;  // safe point, and no preemption signal in between
   enter_syscall(hand_off_now);
   active_ = true;
 }
@@ -1493,12 +1508,15 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.handoffs.store(0);
   sched.preemptions.store(0);
   sched.gomaxprocs = procs;
-  sched.default_stack = std::max<std::size_t>(16 * 1024, (config.stack_size + page - 1) & ~(page - 1));
+  sched.default_stack =
+      std::max<std::size_t>(16 * 1024, (config.stack_size + page - 1) & ~(page - 1));
   sched.start_time = nanotime();
   sched.lastpoll.store(sched.start_time);
   sched.poll_until.store(0);
-  if (const char* st = std::getenv("GORO_SCHEDTRACE")) sched.schedtrace_ns = std::atoll(st) * 1'000'000;
-  else sched.schedtrace_ns = 0;
+  if (const char* st = std::getenv("GORO_SCHEDTRACE"))
+    sched.schedtrace_ns = std::atoll(st) * 1'000'000;
+  else
+    sched.schedtrace_ns = 0;
   coprimes.clear();
   for (int i = 1; i <= procs; ++i)
     if (std::gcd(i, procs) == 1) coprimes.push_back(static_cast<std::uint32_t>(i));
@@ -1536,10 +1554,13 @@ int run_main(std::function<int()> main_fn, Config config) {
     });
   }
 
-  pthread_create(&sched.sysmon_thread, nullptr, [](void*) -> void* {
-    sysmon_main();
-    return nullptr;
-  }, nullptr);
+  pthread_create(
+      &sched.sysmon_thread, nullptr,
+      [](void*) -> void* {
+        sysmon_main();
+        return nullptr;
+      },
+      nullptr);
 
   schedule_loop(m0);
 
@@ -1562,7 +1583,7 @@ int run_main(std::function<int()> main_fn, Config config) {
     }
     netpoll_break();
     if (all) break;
-    struct timespec ts{0, 1'000'000};
+    timespec ts{0, 1'000'000};
     nanosleep(&ts, nullptr);
   }
   for (M* m : sched.all_m)

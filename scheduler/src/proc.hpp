@@ -41,21 +41,21 @@ struct EhState {
 // A goroutine. It lives at the top of its own stack, so a G and its stack are one
 // allocation, recycled together through the per-P and global free lists.
 struct G {
-  void* sp = nullptr;                  // saved stack pointer while switched out
-  std::atomic<std::uint64_t> id{0};    // atomic: sysmon may read a G being reused
+  void* sp = nullptr;                // saved stack pointer while switched out
+  std::atomic<std::uint64_t> id{0};  // atomic: sysmon may read a G being reused
   std::atomic<GStatus> status{GStatus::idle};
-  M* m = nullptr;                      // the M running it (valid while running)
-  G* link = nullptr;                   // global run queue / free lists
+  M* m = nullptr;     // the M running it (valid while running)
+  G* link = nullptr;  // global run queue / free lists
   Stack stack;
   void (*entry)(void*) = nullptr;
   void* closure = nullptr;
   WaitReason wait_reason = WaitReason::none;
-  std::uint32_t in_runtime = 0;        // RuntimeScope depth: non-zero = not preemptible
-  std::atomic<bool> preempt{false};    // sysmon's request to yield at the next safe point
+  std::uint32_t in_runtime = 0;      // RuntimeScope depth: non-zero = not preemptible
+  std::atomic<bool> preempt{false};  // sysmon's request to yield at the next safe point
   int saved_errno = 0;
   EhState eh;
-  std::size_t allg_index = 0;          // position in the runtime's list of all Gs
-  const char* low_water = nullptr;     // lowest sp seen at a switch (stack.hpp)
+  std::size_t allg_index = 0;       // position in the runtime's list of all Gs
+  const char* low_water = nullptr;  // lowest sp seen at a switch (stack.hpp)
   char name[32] = {};
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;
@@ -68,8 +68,8 @@ struct G {
 // A note: a one-shot sleep/wake-up on a futex (Go's note).
 struct Note {
   std::atomic<std::uint32_t> key{0};
-  void sleep();                        // until wakeup(); then clears the note
-  bool sleep_for(std::int64_t ns);     // false on timeout; clears the note
+  void sleep();                     // until wakeup(); then clears the note
+  bool sleep_for(std::int64_t ns);  // false on timeout; clears the note
   void wakeup();
 };
 
@@ -77,16 +77,16 @@ struct Note {
 struct M {
   int id = 0;
   pthread_t thread{};
-  std::atomic<G*> curg{nullptr};       // running goroutine, nullptr on g0 (read by sysmon)
-  P* p = nullptr;                      // attached P
-  P* nextp = nullptr;                  // P handed over by startm
-  P* oldp = nullptr;                   // P left in syscall state by enter_syscall
-  bool spinning = false;               // looking for work (counted in nmspinning)
-  Note park;                           // stopm sleeps here
-  M* link = nullptr;                   // idle M list
+  std::atomic<G*> curg{nullptr};  // running goroutine, nullptr on g0 (read by sysmon)
+  P* p = nullptr;                 // attached P
+  P* nextp = nullptr;             // P handed over by startm
+  P* oldp = nullptr;              // P left in syscall state by enter_syscall
+  bool spinning = false;          // looking for work (counted in nmspinning)
+  Note park;                      // stopm sleeps here
+  M* link = nullptr;              // idle M list
   std::uint64_t rand_state = 0;
-  void* g0_sp = nullptr;               // g0's saved stack pointer while a G runs
-  EhState g0_eh;                       // g0's exception state while a G runs
+  void* g0_sp = nullptr;  // g0's saved stack pointer while a G runs
+  EhState g0_eh;          // g0's exception state while a G runs
   // This thread's errno and C++ exception state, looked up once (setup_thread): a
   // switch saves and restores them through these pointers, with no call.
   int* errno_slot = nullptr;
@@ -105,7 +105,7 @@ struct M {
   volatile sig_atomic_t preempt_detached = 0;
   std::atomic<bool> exited{false};
   void* sigstack = nullptr;
-  const char* g0_stack_lo = nullptr;   // for ASan's fiber annotations
+  const char* g0_stack_lo = nullptr;  // for ASan's fiber annotations
   std::size_t g0_stack_size = 0;
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;
@@ -125,37 +125,37 @@ struct TimerHeap {
   // The timer whose fire() is running (lock to set, acquire to read), so that
   // timer_stop can wait for it; and whether some M is running this heap's timers.
   std::atomic<Timer*> running_timer{nullptr};
-  bool running = false;                // (lock) one M runs a heap's timers at a time
+  bool running = false;  // (lock) one M runs a heap's timers at a time
 };
 
 // Counters the tests read to show a mechanism happening. Relaxed: they are statistics.
 struct PStats {
-  std::atomic<std::uint64_t> runnext_runs{0};    // Gs run from runnext
-  std::atomic<std::uint64_t> global_fair{0};     // 1-in-61 global checks that found a G
-  std::atomic<std::uint64_t> global_batches{0};  // batch takes from the global queue
-  std::atomic<std::uint64_t> global_batch_gs{0}; // Gs moved by those batches
-  std::atomic<std::uint64_t> overflows{0};       // ring full: half moved to global
-  std::atomic<std::uint64_t> steals{0};          // successful steals by this P
-  std::atomic<std::uint64_t> stolen_gs{0};       // Gs taken by those steals
-  std::atomic<std::uint64_t> runs{0};            // Gs executed on this P
+  std::atomic<std::uint64_t> runnext_runs{0};     // Gs run from runnext
+  std::atomic<std::uint64_t> global_fair{0};      // 1-in-61 global checks that found a G
+  std::atomic<std::uint64_t> global_batches{0};   // batch takes from the global queue
+  std::atomic<std::uint64_t> global_batch_gs{0};  // Gs moved by those batches
+  std::atomic<std::uint64_t> overflows{0};        // ring full: half moved to global
+  std::atomic<std::uint64_t> steals{0};           // successful steals by this P
+  std::atomic<std::uint64_t> stolen_gs{0};        // Gs taken by those steals
+  std::atomic<std::uint64_t> runs{0};             // Gs executed on this P
 };
 
 // A processor: the right to run Gs, with its local run queue.
 struct P {
   int id = 0;
   std::atomic<PStatus> status{PStatus::idle};
-  std::atomic<M*> m{nullptr};          // read by sysmon to preempt
-  P* link = nullptr;                   // idle P list
+  std::atomic<M*> m{nullptr};  // read by sysmon to preempt
+  P* link = nullptr;           // idle P list
   RunQueue runq;
-  std::uint32_t schedtick = 0;         // incremented at every schedule (owner only)
-  std::uint32_t switches = 0;          // every direct switch, inheriting ones too (owner only)
-  std::atomic<std::uint32_t> schedtick_pub{0};   // schedtick, published for sysmon
+  std::uint32_t schedtick = 0;  // incremented at every schedule (owner only)
+  std::uint32_t switches = 0;   // every direct switch, inheriting ones too (owner only)
+  std::atomic<std::uint32_t> schedtick_pub{0};  // schedtick, published for sysmon
   std::atomic<std::uint32_t> syscalltick{0};
   // Set by the preemption signal handler when it moved this P to syscall state:
   // sysmon hands such a P off at once instead of waiting a tick.
   std::atomic<bool> detached_by_signal{false};
   TimerHeap timers;
-  G* gfree[64];                        // dead Gs with default-size stacks (owner only)
+  G* gfree[64];  // dead Gs with default-size stacks (owner only)
   int gfree_count = 0;
   std::uint64_t goid_next = 0, goid_end = 0;
   // sysmon's last observation of this P.
@@ -215,8 +215,8 @@ struct Sched {
   M* midle = nullptr;
   int nmidle = 0;
   std::atomic<std::int32_t> nmspinning{0};
-  std::atomic<std::int32_t> nmsys{0};       // Ms inside a blocking call
-  std::vector<M*> all_m;                    // (lock) every M ever created
+  std::atomic<std::int32_t> nmsys{0};  // Ms inside a blocking call
+  std::vector<M*> all_m;               // (lock) every M ever created
   std::atomic<int> mcount{0};
   int max_m = 10000;
 
@@ -227,8 +227,8 @@ struct Sched {
   // Global free Gs with default-size stacks (gfree_lock).
   Lock gfree_lock;
   GQueue gfree;
-  std::atomic<int> gfree_count{0};          // also read without the lock, as a hint
-  std::vector<G*> all_g_stacks_to_free;     // guarded stacks to free at shutdown
+  std::atomic<int> gfree_count{0};       // also read without the lock, as a hint
+  std::vector<G*> all_g_stacks_to_free;  // guarded stacks to free at shutdown
 
   std::atomic<std::uint64_t> goid_gen{0};
   std::atomic<std::int64_t> lastpoll{0};    // 0 while an M is blocked in the netpoller
@@ -270,17 +270,17 @@ M* this_m() noexcept;
 #endif
 
 // Scheduler entry points shared by the runtime's files (proc.cpp unless noted).
-void ready_list(G* list, int n);            // make a chain of runnable Gs (netpoll)
+void ready_list(G* list, int n);  // make a chain of runnable Gs (netpoll)
 void wakep();
 // A P's earliest timer became `when`: break the M blocked in the netpoller if it would
 // sleep past it, or, with nobody polling, start an M to poll (Go's wakeNetPoller).
 void wake_net_poller(std::int64_t when);
 void handoffp(P* pp);
 void startm(P* pp, bool spinning);
-void globrunqput(G* g);                     // caller holds sched.lock
+void globrunqput(G* g);  // caller holds sched.lock
 void preempt_signal_install();
-void sysmon_wake();                         // caller holds sched.lock
-void sysmon_main();                         // sysmon.cpp
+void sysmon_wake();  // caller holds sched.lock
+void sysmon_main();  // sysmon.cpp
 std::uint32_t fastrand(M* m);
 
 // The syscall protocol (proc.cpp).
@@ -291,7 +291,7 @@ void exit_syscall_after_preempt();
 // Timers (timer.cpp). run_timers runs this P's expired timers and returns the next
 // deadline (0 if none).
 std::int64_t run_timers(P* pp, std::int64_t now);
-std::int64_t earliest_timer();              // over all Ps, 0 if none
+std::int64_t earliest_timer();  // over all Ps, 0 if none
 // Disarms t without waiting for a fire in progress (for timers that are never freed).
 bool timer_stop_nowait(Timer* t);
 

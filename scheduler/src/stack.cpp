@@ -29,7 +29,7 @@ struct Arena {
 // needed (the G free lists serve the common case), so a std::mutex is fine here.
 std::mutex arena_mu;
 std::vector<Arena> arenas;
-char* arena_next = nullptr;    // next unused slot in the newest arena
+char* arena_next = nullptr;  // next unused slot in the newest arena
 char* arena_end = nullptr;
 std::size_t arena_slot_size = 0;
 
@@ -55,8 +55,8 @@ long guard_budget() {
 }
 
 char* map_region(std::size_t size) {
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
   if (p == MAP_FAILED) out_of_memory(size);
   return static_cast<char*>(p);
 }

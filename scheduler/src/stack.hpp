@@ -8,8 +8,9 @@
 // runtime near 32k goroutines. So:
 //  - guarded stacks: the first max_map_count/8 stacks (about 8k on default settings),
 //    and every stack with a non-default size, get their own mapping with a PROT_NONE
-//    guard region below (kGuardBytes, so that large frames cannot step over it). An overflow faults on the guard page at once; the SIGSEGV handler
-//    (on an alternate signal stack) prints "goroutine N: stack overflow" and aborts.
+//    guard region below (kGuardBytes, so that large frames cannot step over it). An overflow faults
+//    on the guard page at once; the SIGSEGV handler (on an alternate signal stack) prints
+//    "goroutine N: stack overflow" and aborts.
 //  - arena stacks: beyond that budget, stacks of the default size are carved from
 //    arenas of 256 slots (one mapping and one guard page per arena). Each slot has a
 //    16 KiB red zone below the usable stack that is never written in correct operation,
@@ -35,9 +36,9 @@
 namespace goro::detail {
 
 struct Stack {
-  char* lo = nullptr;          // lowest usable byte
-  char* hi = nullptr;          // one past the highest usable byte
-  char* map_base = nullptr;    // own mapping (guarded stacks) or nullptr (arena slot)
+  char* lo = nullptr;        // lowest usable byte
+  char* hi = nullptr;        // one past the highest usable byte
+  char* map_base = nullptr;  // own mapping (guarded stacks) or nullptr (arena slot)
   std::size_t map_size = 0;
   bool arena = false;
   std::size_t size() const { return static_cast<std::size_t>(hi - lo); }

@@ -25,7 +25,6 @@
 #include "proc.hpp"
 #include "trace.hpp"
 
-
 #include <signal.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
@@ -58,7 +57,8 @@ void preempt_handler(int, siginfo_t*, void*) {
     if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
         g->preempt.load(std::memory_order_relaxed)) {
       PStatus expected = PStatus::running;
-      if (pp->status.compare_exchange_strong(expected, PStatus::syscall, std::memory_order_seq_cst)) {
+      if (pp->status.compare_exchange_strong(expected, PStatus::syscall,
+                                             std::memory_order_seq_cst)) {
         m->oldp = pp;
         m->p = nullptr;
         pp->m.store(nullptr, std::memory_order_relaxed);
@@ -86,7 +86,8 @@ void overflow_handler(int sig, siginfo_t* info, void* uctx) {
       char buf[96];
       int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
                             static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
-      if (write(2, buf, static_cast<std::size_t>(n)) < 0) {}
+      if (write(2, buf, static_cast<std::size_t>(n)) < 0) {
+      }
       signal(SIGABRT, SIG_DFL);
       abort();
     }
@@ -117,7 +118,8 @@ bool preemptone(P* pp) {
   G* g = m->curg.load(std::memory_order_acquire);
   if (g == nullptr) return false;
   g->preempt.store(true, std::memory_order_relaxed);
-  trace_event(TraceKind::preempt, g->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(pp->id));
+  trace_event(TraceKind::preempt, g->id.load(std::memory_order_relaxed),
+              static_cast<std::uint64_t>(pp->id));
   if (pthread_kill(m->thread, SIGURG) != 0) return false;
   // The handler runs within microseconds if the G is in user code.
   const std::int64_t until = nanotime() + kMs;
@@ -171,7 +173,9 @@ int retake(std::int64_t now) {
     // In the same syscall for a whole tick. Retake if it has work, or if nobody else
     // could pick up new work, or after 10 ms in any case.
     if (pp->runq.empty() &&
-        sched.nmspinning.load(std::memory_order_relaxed) + sched.npidle.load(std::memory_order_relaxed) > 0 &&
+        sched.nmspinning.load(std::memory_order_relaxed) +
+                sched.npidle.load(std::memory_order_relaxed) >
+            0 &&
         pp->seen_syscallwhen + 10 * kMs > now)
       continue;
     PStatus expected = PStatus::syscall;
@@ -202,7 +206,8 @@ void schedtrace(std::int64_t now) {
     line += std::to_string(sched.all_p[i]->runq.size());
   }
   line += "]\n";
-  if (write(2, line.data(), line.size()) < 0) {}
+  if (write(2, line.data(), line.size()) < 0) {
+  }
 }
 
 }  // namespace
@@ -211,12 +216,12 @@ void preempt_signal_install() {
   static bool installed = false;
   if (installed) return;
   installed = true;
-  struct sigaction sa{};
+  struct sigaction sa = {};
   sa.sa_sigaction = preempt_handler;
   sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGURG, &sa, nullptr);
-  struct sigaction so{};
+  struct sigaction so = {};
   so.sa_sigaction = overflow_handler;
   so.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&so.sa_mask);
@@ -239,10 +244,13 @@ void sysmon_main() {
     // from the shortest delay, so its P is handed off after a tick, not after our
     // back-off.
     if (sched.sysmon_kick.exchange(false, std::memory_order_acq_rel)) idle = 0;
-    if (idle == 0) delay = kMinDelay;
-    else if (idle > 50) delay = std::min(delay * 2, kMaxDelay);
+    if (idle == 0)
+      delay = kMinDelay;
+    else if (idle > 50)
+      delay = std::min(delay * 2, kMaxDelay);
     std::int64_t sleep_for = delay;
-    if (next_trace != 0) sleep_for = std::min(sleep_for, std::max<std::int64_t>(0, next_trace - nanotime()));
+    if (next_trace != 0)
+      sleep_for = std::min(sleep_for, std::max<std::int64_t>(0, next_trace - nanotime()));
     sched.sysmon_delay.store(sleep_for, std::memory_order_relaxed);
     sched.sysmon_note.sleep_for(sleep_for);
     sched.sysmon_wakeups.fetch_add(1, std::memory_order_relaxed);
@@ -277,7 +285,8 @@ void sysmon_main() {
         sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_seq_cst)) {
       int n = 0;
       if (G* list = netpoll(0, &n)) {
-        trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed), static_cast<std::uint64_t>(n));
+        trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
+                    static_cast<std::uint64_t>(n));
         ready_list(list, n);
         idle = 0;
       }
@@ -293,8 +302,10 @@ void sysmon_main() {
       netpoll_break();
       wakep();
     }
-    if (retake(now) != 0) idle = 0;
-    else idle++;
+    if (retake(now) != 0)
+      idle = 0;
+    else
+      idle++;
     if (next_trace != 0 && now >= next_trace) {
       schedtrace(now);
       next_trace += sched.schedtrace_ns;

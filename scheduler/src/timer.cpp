@@ -16,7 +16,9 @@ namespace {
 
 constexpr int kArity = 4;
 
-TimerHeap* heap_of(Timer* t) { return static_cast<TimerHeap*>(t->heap.load(std::memory_order_acquire)); }
+TimerHeap* heap_of(Timer* t) {
+  return static_cast<TimerHeap*>(t->heap.load(std::memory_order_acquire));
+}
 
 void sift_up(std::vector<Timer*>& h, int i) {
   Timer* t = h[i];

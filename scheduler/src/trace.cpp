@@ -33,7 +33,7 @@ struct Ring {
   std::uint64_t next = 0;
 };
 
-std::mutex done_mu;                 // guards done and path
+std::mutex done_mu;  // guards done and path
 std::vector<Ring*> done;
 std::string path;
 
@@ -66,9 +66,10 @@ const char* stop_name(std::uint64_t arg) {
 }
 
 const char* wait_name(std::uint64_t reason) {
-  static const char* names[] = {"none", "chan send", "chan receive", "select", "select (no cases)",
-                                "sleep", "mutex", "waitgroup", "cond", "once", "io read",
-                                "io write", "syscall exit", "preempted", "other"};
+  static const char* names[] = {
+      "none",    "chan send", "chan receive", "select",    "select (no cases)",
+      "sleep",   "mutex",     "waitgroup",    "cond",      "once",
+      "io read", "io write",  "syscall exit", "preempted", "other"};
   return reason < sizeof names / sizeof names[0] ? names[reason] : "?";
 }
 
@@ -85,7 +86,7 @@ void write_json_chars(FILE* f, const char* s) {
 // their own, registered at once so the final write finds it.
 thread_local Ring* foreign_ring = nullptr;
 thread_local unsigned foreign_ring_generation = 0;
-std::atomic<unsigned> generation{0};        // one per traced run
+std::atomic<unsigned> generation{0};  // one per traced run
 
 void trace_record(TraceKind kind, std::uint64_t gid, std::uint64_t arg, const char* name) {
   M* m = this_m();
@@ -141,10 +142,17 @@ void trace_shutdown() {
     if (FILE* f = std::fopen(path.c_str(), "w")) {
       std::fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
       // Metadata: process 1 holds one track per M, process 2 one track per P.
-      std::fprintf(f, "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"Ms (threads)\"}},\n");
-      std::fprintf(f, "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"Ps (processors)\"}}");
+      std::fprintf(f,
+                   "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"Ms "
+                   "(threads)\"}},\n");
+      std::fprintf(f,
+                   "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"Ps "
+                   "(processors)\"}}");
       for (int i = 0; i < sched.gomaxprocs; ++i)
-        std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"P%d\"}}", i, i);
+        std::fprintf(f,
+                     ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":%d,\"name\":\"thread_name\",\"args\":{"
+                     "\"name\":\"P%d\"}}",
+                     i, i);
       const std::int64_t t0 = sched.start_time;
       for (Ring* ring : done) {
         std::uint64_t first = ring->next > kRingEvents ? ring->next - kRingEvents : 0;
@@ -156,9 +164,14 @@ void trace_shutdown() {
           const Event& e = ring->events[i % kRingEvents];
           if (!named) {
             if (e.m >= 0)
-              std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"M%d\"}}", e.m, e.m);
+              std::fprintf(f,
+                           ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\","
+                           "\"args\":{\"name\":\"M%d\"}}",
+                           e.m, e.m);
             else
-              std::fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"name\":\"thread_name\",\"args\":{\"name\":\"sysmon\"}}");
+              std::fprintf(f,
+                           ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"name\":\"thread_name\","
+                           "\"args\":{\"name\":\"sysmon\"}}");
             named = true;
           }
           const double us = static_cast<double>(e.ts - t0) / 1000.0;
@@ -171,18 +184,24 @@ void trace_shutdown() {
             for (int track = 1; track <= 2; ++track) {
               int tid = track == 1 ? e.m : start->p;
               if (tid < 0) continue;
-              std::fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"G%llu",
+              std::fprintf(f,
+                           ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                           "\"name\":\"G%llu",
                            track, tid, begin, us - begin, gid);
               if (start->name[0]) {
                 std::fputc(' ', f);
                 write_json_chars(f, start->name);
               }
-              std::fprintf(f, "\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}", stop_name(e.arg), wait_name(e.arg >> 8));
+              std::fprintf(f, "\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}", stop_name(e.arg),
+                           wait_name(e.arg >> 8));
             }
             start = nullptr;
           } else {
-            std::fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"name\":\"%s\",\"args\":{\"g\":%llu,\"arg\":%llu,\"p\":%d",
-                         e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg), e.p);
+            std::fprintf(f,
+                         ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"name\":"
+                         "\"%s\",\"args\":{\"g\":%llu,\"arg\":%llu,\"p\":%d",
+                         e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg),
+                         e.p);
             if (e.name[0]) {
               std::fprintf(f, ",\"gname\":\"");
               write_json_chars(f, e.name);

@@ -35,8 +35,8 @@ inline void trace_event(TraceKind kind, std::uint64_t gid, std::uint64_t arg,
   if (trace_enabled.load(std::memory_order_relaxed)) trace_record(kind, gid, arg, name);
 }
 
-void trace_init();              // reads GORO_TRACE
-void trace_flush_m(M* m);       // an M leaves: keep its buffer for the final write
-void trace_shutdown();          // writes the file, frees the buffers
+void trace_init();         // reads GORO_TRACE
+void trace_flush_m(M* m);  // an M leaves: keep its buffer for the final write
+void trace_shutdown();     // writes the file, frees the buffers
 
 }  // namespace goro::detail

@@ -35,7 +35,10 @@ void Semaphore::acquire(bool lifo, WaitReason reason) {
   }
   Waiter w;
   w.g = current_g();
-  if (lifo) waiters_.push_front(&w); else waiters_.push_back(&w);
+  if (lifo)
+    waiters_.push_front(&w);
+  else
+    waiters_.push_back(&w);
   park(unlock_commit, &lock_, reason);
   // release() handed us its token.
 }

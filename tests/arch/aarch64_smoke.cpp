@@ -223,8 +223,8 @@ void check_select() {
          timed_out == goro::select_timeout && waited >= 30.0 && ready == 0 && got == 7 &&
              ready_after < 5000.0 && dflt == goro::select_default,
          "timeout case " + std::to_string(timed_out) + " after " + std::to_string(waited) +
-             " ms; ready case " + std::to_string(ready) + " after " +
-             std::to_string(ready_after) + " ms; default case " + std::to_string(dflt));
+             " ms; ready case " + std::to_string(ready) + " after " + std::to_string(ready_after) +
+             " ms; default case " + std::to_string(dflt));
 }
 
 // ---------------------------------------------------------------------------------
@@ -251,7 +251,8 @@ void check_deep_recursion() {
   for (int g = 0; g < kGoroutines; ++g)
     goro::go(goro::GoOptions{.stack_size = 1 << 20, .name = "deep"}, [&, g] {
       long expected = 0;
-      for (int d = 0; d <= kDepth; ++d) expected += 8L * static_cast<char>(d + g);  // char is unsigned on AArch64
+      for (int d = 0; d <= kDepth; ++d)
+        expected += 8L * static_cast<char>(d + g);  // char is unsigned on AArch64
       if (recurse(kDepth, g) != expected) wrong.fetch_add(1);
       wg.done();
     });
@@ -275,8 +276,7 @@ void check_backtrace() {
   });
   wg.wait();
   std::printf("  backtrace: %d frames from a goroutine\n", frames);
-  report("backtrace_on_goroutine", frames >= 2 && frames < 32,
-         std::to_string(frames) + " frames");
+  report("backtrace_on_goroutine", frames >= 2 && frames < 32, std::to_string(frames) + " frames");
 }
 
 // With the argument "stack-overflow" the program overflows a goroutine's guarded stack
@@ -452,7 +452,8 @@ void check_callee_saved_registers() {
       for (int round = 0; round < kRounds; ++round) {
         CalleeSaved in{}, out{};
         for (int r = 0; r < 10; ++r)
-          in.x[r] = 0x1900'0000'0000'0000ULL + (std::uint64_t(g) << 32) + std::uint64_t(round) * 16 + r;
+          in.x[r] =
+              0x1900'0000'0000'0000ULL + (std::uint64_t(g) << 32) + std::uint64_t(round) * 16 + r;
         for (int r = 0; r < 8; ++r) in.d[r] = g * 1000.0 + round + r / 8.0 + 0.0625;
         goro_smoke_callee_saved_roundtrip(&in, &out, &park_twice);
         if (std::memcmp(&in, &out, sizeof in) != 0) wrong_regs.fetch_add(1);
@@ -585,7 +586,8 @@ void check_preemption() {
       goro::sleep(1ms);
       const auto now = Clock::now();
       const long gap_us = std::chrono::duration_cast<std::chrono::microseconds>(now - last).count();
-      if (!stop.load(std::memory_order_relaxed) && gap_us > max_gap_us.load(std::memory_order_relaxed))
+      if (!stop.load(std::memory_order_relaxed) &&
+          gap_us > max_gap_us.load(std::memory_order_relaxed))
         max_gap_us.store(gap_us, std::memory_order_relaxed);
       last = now;
       ticks.fetch_add(1, std::memory_order_relaxed);
@@ -624,17 +626,18 @@ void check_preemption() {
   watchdog.join();
   const std::uint64_t preemptions = goro::detail::preemptions() - preemptions_before;
 
-  std::printf("  preemption: %d hog(s), %d ticks in %.0f ms, longest tick gap %.1f ms, "
-              "%llu preemptions\n",
-              hogs, ticks_during, window_ms, gap, static_cast<unsigned long long>(preemptions));
+  std::printf(
+      "  preemption: %d hog(s), %d ticks in %.0f ms, longest tick gap %.1f ms, "
+      "%llu preemptions\n",
+      hogs, ticks_during, window_ms, gap, static_cast<unsigned long long>(preemptions));
   // Without preemption nothing but the hogs runs: no ticks, and main never wakes. The
   // thresholds leave room for qemu's slowness; a starved ticker gets none at all.
   report("preemption_ticker_beside_hogs",
          !watchdog_fired.load() && ticks_during >= 50 && preemptions > 0 && gap < 250.0,
-         watchdog_fired.load() ? std::string("main goroutine starved: the watchdog stopped the hogs")
-                               : std::to_string(ticks_during) + " ticks, longest gap " +
-                                     std::to_string(gap) + " ms, " + std::to_string(preemptions) +
-                                     " preemptions");
+         watchdog_fired.load()
+             ? std::string("main goroutine starved: the watchdog stopped the hogs")
+             : std::to_string(ticks_during) + " ticks, longest gap " + std::to_string(gap) +
+                   " ms, " + std::to_string(preemptions) + " preemptions");
 }
 
 }  // namespace
@@ -659,8 +662,8 @@ int main(int argc, char** argv) {
     check_callee_saved_registers();
     check_tcp_echo();
     check_preemption();
-    std::printf("%s: %d check(s) failed with GOMAXPROCS=%d\n", failures ? "FAILED" : "OK",
-                failures, goro::maxprocs());
+    std::printf("%s: %d check(s) failed with GOMAXPROCS=%d\n", failures ? "FAILED" : "OK", failures,
+                goro::maxprocs());
     return failures;
   });
   return result == 0 ? 0 : 1;

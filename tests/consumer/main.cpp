@@ -3,8 +3,8 @@
 #if defined(CONSUMER_HAS_FRAMEWORK)
 #include <goro/goro.hpp>
 #else
-#include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/runtime.hpp>
 #endif
 
 #include <chrono>

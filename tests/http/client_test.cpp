@@ -339,7 +339,8 @@ TEST(ClientHostile, FramingAndVersionsItCannotTrust) {
           Client client(o);
           Result<ClientResponse> r = client.get(base + "/x");
           ASSERT_FALSE(r) << k.reply.substr(0, 40);
-          EXPECT_EQ(r.error(), make_error_code(k.expected)) << k.reply.substr(0, 40) << ": " << r.error().message();
+          EXPECT_EQ(r.error(), make_error_code(k.expected))
+              << k.reply.substr(0, 40) << ": " << r.error().message();
         });
   }
 }
@@ -379,7 +380,8 @@ TEST(ClientHostile, EarlyAnswerDuringALargeUpload) {
   Seen seen;
   with_server(app(seen), small, [&](const std::string& base) {
     Client client;
-    Result<ClientResponse> r = client.post(base + "/echo", "application/octet-stream", std::string(8 << 20, 'u'));
+    Result<ClientResponse> r =
+        client.post(base + "/echo", "application/octet-stream", std::string(8 << 20, 'u'));
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->status, 413);
   });
@@ -397,9 +399,11 @@ TEST(ClientRedirects, ResolveLocationsAsRfc3986Says) {
         if (!location.empty()) {
           // %3F and %2F keep the test's own query intact; decode just those.
           for (auto [from, to] : {std::pair{"%3F", "?"}, std::pair{"%2F", "/"}}) {
-            for (std::size_t at; (at = location.find(from)) != std::string::npos;) location.replace(at, 3, to);
+            for (std::size_t at; (at = location.find(from)) != std::string::npos;)
+              location.replace(at, 3, to);
           }
-          send_all(c, "HTTP/1.1 302 Found\r\nLocation: " + location + "\r\nContent-Length: 0\r\n\r\n");
+          send_all(c,
+                   "HTTP/1.1 302 Found\r\nLocation: " + location + "\r\nContent-Length: 0\r\n\r\n");
           return;
         }
         {
@@ -438,7 +442,8 @@ TEST(ClientRedirects, CredentialsStayWithTheirHost) {
         if (head.starts_with("GET /start")) {
           std::string port = head.substr(head.find("Host: 127.0.0.1:") + 16);
           port = port.substr(0, port.find('\r'));
-          std::string to = head.find("/start-same") != std::string::npos ? "127.0.0.1" : "localhost";
+          std::string to =
+              head.find("/start-same") != std::string::npos ? "127.0.0.1" : "localhost";
           send_all(c, "HTTP/1.1 302 Found\r\nLocation: http://" + to + ":" + port +
                           "/landed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         } else {
@@ -460,7 +465,8 @@ TEST(ClientRedirects, CredentialsStayWithTheirHost) {
   ASSERT_EQ(heads.size(), 4u);
   EXPECT_EQ(heads[1].find("SECRET"), std::string::npos) << "leaked to another host:\n" << heads[1];
   EXPECT_NE(heads[1].find("Host: localhost:"), std::string::npos);
-  EXPECT_NE(heads[3].find("Authorization: Bearer SECRET"), std::string::npos) << "same host keeps them";
+  EXPECT_NE(heads[3].find("Authorization: Bearer SECRET"), std::string::npos)
+      << "same host keeps them";
 }
 
 // Idle pooled connections close after idle_timeout even if the client never calls

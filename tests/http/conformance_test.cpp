@@ -31,7 +31,8 @@ void handler(Request& req, ResponseWriter& w) {
       w.text(std::string("body error: ") + body.error().message() + "\n", 400);
       return;
     }
-    if (!req.header("content-type").empty()) w.header().set("Content-Type", req.header("content-type"));
+    if (!req.header("content-type").empty())
+      w.header().set("Content-Type", req.header("content-type"));
     w.write(*body);
   } else if (path == "/len") {
     Result<std::string> body = req.body();
@@ -133,34 +134,40 @@ TEST_F(Conformance, HostRules) {
 }
 
 TEST_F(Conformance, SmugglingContentLengthAndTransferEncoding) {
-  expect_error(server.port(),
-               "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
-               "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
-               400);
-  expect_error(server.port(),
-               "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n"
-               "0\r\n\r\n",
-               400);
+  expect_error(
+      server.port(),
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+      400);
+  expect_error(
+      server.port(),
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n"
+      "0\r\n\r\n",
+      400);
 }
 
 TEST_F(Conformance, DuplicateContentLength) {
-  expect_error(server.port(),
-               "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400);
-  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3,3\r\n\r\nabc", 400);
+  expect_error(
+      server.port(),
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400);
+  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3,3\r\n\r\nabc",
+               400);
   expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400);
 }
 
 TEST_F(Conformance, TransferEncodingRules) {
-  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501,
-               "Transfer-Encoding");
+  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+               501, "Transfer-Encoding");
   expect_error(server.port(),
-               "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 501);
-  expect_error(server.port(), "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
-               "HTTP/1.0");
+               "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+               501);
+  expect_error(server.port(), "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+               400, "HTTP/1.0");
 }
 
 TEST_F(Conformance, ObsFoldAndBadHeaderSyntax) {
-  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", 400, "folding");
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", 400,
+               "folding");
   expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400);
   expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", 400);
   expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n : v\r\n\r\n", 400);
@@ -202,17 +209,20 @@ TEST_F(Conformance, LeadingEmptyLinesIgnored) {
 }
 
 TEST_F(Conformance, ExpectationFailed) {
-  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\n",
+  expect_error(server.port(),
+               "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\n",
                417);
 }
 
 TEST_F(Conformance, RequestLineTooLong) {
-  expect_error(server.port(), "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414);
+  expect_error(server.port(), "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n",
+               414);
 }
 
 TEST_F(Conformance, HeadersTooLarge) {
   std::string req = "GET / HTTP/1.1\r\nHost: x\r\n";
-  for (int i = 0; i < 70; ++i) req += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'v') + "\r\n";
+  for (int i = 0; i < 70; ++i)
+    req += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'v') + "\r\n";
   expect_error(server.port(), req + "\r\n", 431);
 }
 
@@ -395,8 +405,10 @@ TEST_F(Conformance, DeclaredContentLengthIsStreamed) {
 
 TEST_F(Conformance, NoBodyStatuses) {
   RawConn c(server.port());
-  c.send("GET /status?code=204 HTTP/1.1\r\nHost: x\r\n\r\nGET /status?code=304 HTTP/1.1\r\nHost: x\r\n\r\n"
-         "GET /after HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.send(
+      "GET /status?code=204 HTTP/1.1\r\nHost: x\r\n\r\nGET /status?code=304 HTTP/1.1\r\nHost: "
+      "x\r\n\r\n"
+      "GET /after HTTP/1.1\r\nHost: x\r\n\r\n");
   auto a = c.read_response();
   ASSERT_TRUE(a);
   EXPECT_EQ(a->status, 204);
@@ -489,7 +501,8 @@ TEST_F(Conformance, UnreadBodyDrainedWhenSmall) {
 TEST_F(Conformance, UnreadBodyClosesWhenLarge) {
   RawConn c(server.port());
   std::string body(900 * 1024, 'b');
-  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n");
   auto r = c.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "not reading");
@@ -515,13 +528,15 @@ TEST_F(Conformance, UnreadChunkedBodyTooLargeSaysClose) {
 
 TEST_F(Conformance, UnreadMalformedChunkedBodySaysClose) {
   RawConn c(server.port());
-  c.send("POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "5\r\nhelloXX\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.send(
+      "POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhelloXX\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
   auto r = c.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->header("connection"), "close");
   EXPECT_TRUE(c.closed_by_peer(5000));
-  EXPECT_EQ(c.pending().find("GET /next"), std::string::npos) << "nothing after bad framing is a request";
+  EXPECT_EQ(c.pending().find("GET /next"), std::string::npos)
+      << "nothing after bad framing is a request";
 }
 
 // A client that ends its side inside a body sent an incomplete request: it gets a 400

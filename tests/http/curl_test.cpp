@@ -82,7 +82,8 @@ TEST_F(Curl, Http10) {
 }
 
 TEST_F(Curl, KeepAliveReusesTheConnection) {
-  Output o = curl("-v --http1.1 " + server.url("/hello") + " " + server.url("/hello") + " " + server.url("/hello"));
+  Output o = curl("-v --http1.1 " + server.url("/hello") + " " + server.url("/hello") + " " +
+                  server.url("/hello"));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, "hello over HTTP/1.1hello over HTTP/1.1hello over HTTP/1.1");
   EXPECT_NE(o.err.find("Re-using existing connection"), std::string::npos) << o.err;
@@ -104,8 +105,9 @@ TEST_F(Curl, ChunkedUpload) {
 
 TEST_F(Curl, ExpectContinue) {
   std::string file = write_file("continue", 2 << 20);
-  Output o = curl("-v --http1.1 -H 'Expect: 100-continue' --expect100-timeout 10 --data-binary @" + file + " " +
-                  server.url("/echo") + " -o /dev/null -w '%{http_code} %{size_upload}'");
+  Output o =
+      curl("-v --http1.1 -H 'Expect: 100-continue' --expect100-timeout 10 --data-binary @" + file +
+           " " + server.url("/echo") + " -o /dev/null -w '%{http_code} %{size_upload}'");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("HTTP/1.1 100 Continue"), std::string::npos) << o.err;
   EXPECT_EQ(o.out, "200 " + std::to_string(2 << 20));
@@ -124,8 +126,9 @@ TEST(CurlTls, HttpsWithCaCert) {
   net::TlsCertificate leaf = pki.leaf("server", {"localhost"});
   TestServer server(app(), {}, 2, leaf);
   std::string port = std::to_string(server.port());
-  Output o = curl("-v --http1.1 --cacert " + pki.ca_file() + " --resolve localhost:" + port +
-                  ":127.0.0.1 https://localhost:" + port + "/hello https://localhost:" + port + "/hello");
+  Output o =
+      curl("-v --http1.1 --cacert " + pki.ca_file() + " --resolve localhost:" + port +
+           ":127.0.0.1 https://localhost:" + port + "/hello https://localhost:" + port + "/hello");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, "hello over HTTP/1.1hello over HTTP/1.1");
   // curl 7.88: "* ALPN: server accepted http/1.1"; older: "ALPN, server accepted to use http/1.1".
@@ -134,7 +137,8 @@ TEST(CurlTls, HttpsWithCaCert) {
   EXPECT_NE(o.err.substr(alpn, 40).find("http/1.1"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("Re-using existing connection"), std::string::npos);
   // Without the CA, verification fails.
-  Output bad = curl("--http1.1 --resolve localhost:" + port + ":127.0.0.1 https://localhost:" + port + "/hello");
+  Output bad = curl("--http1.1 --resolve localhost:" + port +
+                    ":127.0.0.1 https://localhost:" + port + "/hello");
   EXPECT_NE(bad.status, 0);
 }
 

@@ -61,7 +61,8 @@ class FileServer : public ::testing::Test {
 
   std::optional<RawResponse> get(const std::string& target, const std::string& extra = "",
                                  const std::string& method = "GET") {
-    return round_trip(server.port(), method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n");
+    return round_trip(server.port(),
+                      method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n");
   }
 
   static fs::path base_;
@@ -113,7 +114,9 @@ TEST_F(FileServer, FolderIndexAndMissing) {
 
 TEST_F(FileServer, HeadAndMethods) {
   RawConn c(server.port());
-  c.send("HEAD /static/data.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /static/a.css HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.send(
+      "HEAD /static/data.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /static/a.css HTTP/1.1\r\nHost: "
+      "x\r\n\r\n");
   auto h = c.read_response(true);
   ASSERT_TRUE(h);
   EXPECT_EQ(h->header("content-length"), "1000");
@@ -137,7 +140,7 @@ TEST_F(FileServer, IfModifiedSince) {
   ASSERT_TRUE(old);
   EXPECT_EQ(old->status, 200);
   // The two obsolete forms every recipient must still read (RFC 9110 5.6.7).
-  struct stat st{};
+  struct stat st = {};
   ASSERT_EQ(::stat((base_ / "root" / "a.css").c_str(), &st), 0);
   std::tm tm{};
   gmtime_r(&st.st_mtime, &tm);
@@ -215,15 +218,17 @@ TEST_F(FileServer, FifoIsRefusedWithoutBlocking) {
 }
 
 TEST_F(FileServer, NoEscapeAboveTheRoot) {
-  for (const char* target : {"/static/../secret.txt", "/static/%2e%2e/secret.txt", "/static/%2E%2E%2Fsecret.txt",
-                             "/static/sub/../../secret.txt", "/static/..%2fsecret.txt", "/static/.."}) {
+  for (const char* target :
+       {"/static/../secret.txt", "/static/%2e%2e/secret.txt", "/static/%2E%2E%2Fsecret.txt",
+        "/static/sub/../../secret.txt", "/static/..%2fsecret.txt", "/static/.."}) {
     auto r = get(target);
     ASSERT_TRUE(r) << target;
     EXPECT_EQ(r->status, 400) << target;
     EXPECT_EQ(r->body.find("top secret"), std::string::npos) << target;
   }
-  for (const char* target : {"/static/link-out.txt", "/static/relative-out.txt", "/static/dir-out/secret.txt",
-                             "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/absolute-in.css"}) {
+  for (const char* target :
+       {"/static/link-out.txt", "/static/relative-out.txt", "/static/dir-out/secret.txt",
+        "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/absolute-in.css"}) {
     auto r = get(target);
     ASSERT_TRUE(r) << target;
     EXPECT_EQ(r->status, 404) << target;

@@ -63,14 +63,16 @@ Outcome parse_one(std::string_view input, ParserLimits limits = {}) {
   ParseStatus st = feed_head(p, input, input.size() + 1);
   if (st == ParseStatus::complete) {
     std::string body;
-    if (!read_body(p, input, 1024, body)) st = p.error().status ? ParseStatus::error : ParseStatus::need_more;
+    if (!read_body(p, input, 1024, body))
+      st = p.error().status ? ParseStatus::error : ParseStatus::need_more;
   }
   return {st, p.error().status, p.error().message};
 }
 
 int status_of(std::string_view input, ParserLimits limits = {}) {
   Outcome o = parse_one(input, limits);
-  return o.status == ParseStatus::error ? o.error_status : (o.status == ParseStatus::complete ? 200 : 0);
+  return o.status == ParseStatus::error ? o.error_status
+                                        : (o.status == ParseStatus::complete ? 200 : 0);
 }
 
 TEST(Parser, SimpleGetEverySplit) {
@@ -208,12 +210,14 @@ TEST(Parser, SmugglingAttempts) {
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
                       "Content-Length: 3\r\n\r\n0\r\n\r\n"),
             400);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"),
-            400);
+  EXPECT_EQ(
+      status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"),
+      400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\nabc"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +3\r\n\r\nabc"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n"), 400);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n"),
+            400);
   EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n"), 400);  // obs-fold
   EXPECT_EQ(status_of("GET / HTTP/1.1\nHost: h\n\n"), 400);                      // bare LF
   EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\x01\r\n\r\n"), 400);
@@ -221,13 +225,17 @@ TEST(Parser, SmugglingAttempts) {
 
 TEST(Parser, TransferEncodingRules) {
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), 501);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"), 501);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+            501);
+  EXPECT_EQ(
+      status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+      501);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
                       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
             501);
   EXPECT_EQ(status_of("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 400);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n"), 200);
+  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n"),
+            200);
 }
 
 TEST(Parser, BadChunks) {
@@ -256,25 +264,34 @@ TEST(Parser, Methods) {
 
 TEST(Parser, Limits) {
   ParserLimits limits{100, 200, 50};
-  EXPECT_EQ(status_of("GET /" + std::string(99, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), 200);
-  EXPECT_EQ(status_of("GET /" + std::string(100, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), 414);
-  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(200, 'a') + "\r\n\r\n", limits), 431);
+  EXPECT_EQ(status_of("GET /" + std::string(99, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits),
+            200);
+  EXPECT_EQ(status_of("GET /" + std::string(100, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits),
+            414);
+  EXPECT_EQ(
+      status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(200, 'a') + "\r\n\r\n", limits),
+      431);
   std::string many = "GET / HTTP/1.1\r\nHost: h\r\n";
   for (int i = 0; i < 100; ++i) many += "A:\r\n";
   EXPECT_EQ(status_of(many + "\r\n", limits), 431);
-  EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n" + std::string(50, 'x'), limits), 200);
+  EXPECT_EQ(
+      status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n" + std::string(50, 'x'),
+                limits),
+      200);
   // Content-Length over the limit fails at the head, before any body byte.
   Outcome o = parse_one("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 51\r\n\r\n", limits);
   EXPECT_EQ(o.status, ParseStatus::error);
   EXPECT_EQ(o.error_status, 413);
   // A chunked body fails as soon as it grows past the limit.
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      "20\r\n" + std::string(32, 'x') + "\r\n20\r\n" + std::string(32, 'x') + "\r\n",
+                      "20\r\n" +
+                          std::string(32, 'x') + "\r\n20\r\n" + std::string(32, 'x') + "\r\n",
                       limits),
             413);
   // Trailers count against the header limit.
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: " +
-                      std::string(300, 't') + "\r\n\r\n", limits),
+                          std::string(300, 't') + "\r\n\r\n",
+                      limits),
             431);
 }
 
@@ -297,7 +314,8 @@ TEST(Parser, LimitsHoldAgainstEndlessInput) {
 
 TEST(Parser, ExpectAndConnection) {
   MessageParser p(Mode::request, {}, 256);
-  std::string req = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+  std::string req =
+      "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
   std::string_view in = req;
   ASSERT_EQ(feed_head(p, in, 1000), ParseStatus::complete);
   EXPECT_TRUE(p.expect_continue());
@@ -320,9 +338,10 @@ TEST(Parser, ExpectAndConnection) {
   ASSERT_EQ(feed_head(s, in, 1000), ParseStatus::complete);
   EXPECT_FALSE(s.keep_alive());
   // Both on HTTP/1.0: close wins (RFC 9112 9.3), in one field or in two.
-  for (std::string both : {"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
-                           "GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n",
-                           "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"}) {
+  for (std::string both :
+       {"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+        "GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n",
+        "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"}) {
     MessageParser t(Mode::request, {}, 256);
     in = both;
     ASSERT_EQ(feed_head(t, in, 1000), ParseStatus::complete);

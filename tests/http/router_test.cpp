@@ -21,7 +21,8 @@ class CaptureSink final : public detail::ResponseSink {
  public:
   std::string wire;
   std::error_code write_out(const iovec* iov, int count) override {
-    for (int i = 0; i < count; ++i) wire.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    for (int i = 0; i < count; ++i)
+      wire.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     return {};
   }
   bool reusable() override { return true; }
@@ -144,8 +145,9 @@ TEST(Middleware, ChainOrderAndAccessLog) {
     };
   };
   std::vector<std::string> lines;
-  Handler h = chain(named("inner"), {tag("first"), access_log([&](std::string_view l) { lines.emplace_back(l); }),
-                                     tag("second")});
+  Handler h = chain(named("inner"),
+                    {tag("first"), access_log([&](std::string_view l) { lines.emplace_back(l); }),
+                     tag("second")});
   Dispatched r = dispatch(h, "GET", "/logged?x=1");
   EXPECT_EQ(r.body, "inner");
   EXPECT_EQ(order, (std::vector<std::string>{"first", "second"}));
@@ -155,11 +157,13 @@ TEST(Middleware, ChainOrderAndAccessLog) {
 
 TEST(Middleware, RecoverAnswers500) {
   std::vector<std::string> lines;
-  Handler h = chain([](Request&, ResponseWriter& w) {
-    w.header().set("X-Lost", "yes");
-    w.write("half");
-    throw std::runtime_error("kaput");
-  }, {recover([&](std::string_view l) { lines.emplace_back(l); })});
+  Handler h = chain(
+      [](Request&, ResponseWriter& w) {
+        w.header().set("X-Lost", "yes");
+        w.write("half");
+        throw std::runtime_error("kaput");
+      },
+      {recover([&](std::string_view l) { lines.emplace_back(l); })});
   Dispatched r = dispatch(h, "GET", "/x");
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(r.body, "500 Internal Server Error\n");

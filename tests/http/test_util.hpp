@@ -75,7 +75,8 @@ class TestServer {
               }
               serving.done();
             });
-            while (!stop_.load(std::memory_order_acquire)) goro::sleep(std::chrono::milliseconds(2));
+            while (!stop_.load(std::memory_order_acquire))
+              goro::sleep(std::chrono::milliseconds(2));
             shutdown_result_ = server.shutdown(std::chrono::steady_clock::now() + shutdown_grace_);
             serving.wait();
             // Let connection goroutines that were force-closed unwind.

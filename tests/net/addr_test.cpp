@@ -134,8 +134,8 @@ TEST(Resolve, LocalhostAndLiterals) {
     auto addrs = resolve("localhost");
     ASSERT_TRUE(addrs) << addrs.error().message();
     ASSERT_FALSE(addrs->empty());
-    bool loopback = std::all_of(addrs->begin(), addrs->end(),
-                                [](const Addr& a) { return a.is_loopback(); });
+    bool loopback =
+        std::all_of(addrs->begin(), addrs->end(), [](const Addr& a) { return a.is_loopback(); });
     EXPECT_TRUE(loopback);
     bool v4 = std::any_of(addrs->begin(), addrs->end(),
                           [](const Addr& a) { return a.to_string() == "127.0.0.1"; });

@@ -608,7 +608,7 @@ TEST_P(Conformance, UnixReadAfterPassedDescriptorDoesNotStall) {
     char a = 'A';
     struct iovec iov = {&a, 1};
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg{};
+    msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
@@ -627,8 +627,8 @@ TEST_P(Conformance, UnixReadAfterPassedDescriptorDoesNotStall) {
 
 TEST_P(Conformance, UnixAbstractSocket) {
   run_with(GetParam(), [] {
-    std::string name = "@goro-conformance-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(GetParam());
+    std::string name =
+        "@goro-conformance-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam());
     auto ln = listen("unix", name);
     ASSERT_TRUE(ln) << ln.error().message();
     EXPECT_EQ(ln->addr().to_string(), name);
@@ -941,8 +941,8 @@ TEST_P(Conformance, LargeWritesCompleteWhileReadingConcurrently) {
     ASSERT_EQ(*r, total);
     EXPECT_TRUE(std::equal(a.begin(), a.end(), got.begin()));
     EXPECT_TRUE(std::equal(b.begin(), b.end(), got.begin() + static_cast<long>(a.size())));
-    EXPECT_TRUE(std::equal(c.begin(), c.end(),
-                           got.begin() + static_cast<long>(a.size() + b.size())));
+    EXPECT_TRUE(
+        std::equal(c.begin(), c.end(), got.begin() + static_cast<long>(a.size() + b.size())));
     wg.wait();
   });
 }
@@ -986,8 +986,10 @@ TEST_P(Conformance, DeadlineChurnLosesNoData) {
           default: d = no_deadline; break;
         }
         (void)p.client.set_read_deadline(d);
-        if ((x >> 4) % 4 == 0) goro::sleep(std::chrono::microseconds((x >> 12) % 500));
-        else goro::yield();
+        if ((x >> 4) % 4 == 0)
+          goro::sleep(std::chrono::microseconds((x >> 12) % 500));
+        else
+          goro::yield();
       }
       (void)p.client.set_read_deadline(no_deadline);
       wg.done();

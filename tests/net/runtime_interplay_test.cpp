@@ -63,9 +63,10 @@ TEST(Runtime, BlockingCallsDoNotStallNetworkOnOneP) {
     ASSERT_GT(rtts.size(), 50u);
     std::sort(rtts.begin(), rtts.end());
     double p99 = rtts[rtts.size() * 99 / 100];
-    std::printf("[figure] echo beside 32 x blocking(500 ms) on 1 P: %zu round trips, p99 %.3f ms, "
-                "max %.3f ms; the 32 calls done in %.0f ms\n",
-                rtts.size(), p99, rtts.back(), total_ms);
+    std::printf(
+        "[figure] echo beside 32 x blocking(500 ms) on 1 P: %zu round trips, p99 %.3f ms, "
+        "max %.3f ms; the 32 calls done in %.0f ms\n",
+        rtts.size(), p99, rtts.back(), total_ms);
     EXPECT_LE(p99, slack_ms()) << "round trips: " << rtts.size() << ", max " << rtts.back()
                                << " ms";
     EXPECT_LT(total_ms, 1500.0);

@@ -49,8 +49,9 @@ TEST_P(ProcsTest, EchoThousandConcurrentClients) {
           auto w = c->write(out, sizeof out);
           auto r = w ? c->read_full(in, sizeof in) : Result<std::size_t>(w.error());
           ok = r && *r == sizeof in && std::memcmp(in, out, sizeof in) == 0;
-          if (!ok) ADD_FAILURE() << "client " << i << " round " << round << ": "
-                                 << (r ? "wrong data" : r.error().message());
+          if (!ok)
+            ADD_FAILURE() << "client " << i << " round " << round << ": "
+                          << (r ? "wrong data" : r.error().message());
         }
         if (ok) succeeded.fetch_add(1);
         c->close();

@@ -266,7 +266,8 @@ class CuttingStream final : public Stream {
   }
   Result<std::size_t> writev(const struct iovec* iov, int count) override {
     std::string all;
-    for (int i = 0; i < count; ++i) all.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    for (int i = 0; i < count; ++i)
+      all.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     long k = keep.exchange(-1);
     if (k < 0) return c_.write(all.data(), all.size());
     auto n = c_.write(all.data(), std::min(all.size(), static_cast<std::size_t>(k)));
@@ -399,8 +400,10 @@ TEST(Tls, ServerOffersOnlyForwardSecretAeadSuitesOnTls12) {
       wg.done();
     });
     const std::string addr = ln->addr().to_string();
-    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-AES128-GCM-SHA256"), "ECDHE-ECDSA-AES128-GCM-SHA256");
-    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-CHACHA20-POLY1305"), "ECDHE-ECDSA-CHACHA20-POLY1305");
+    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-AES128-GCM-SHA256"),
+              "ECDHE-ECDSA-AES128-GCM-SHA256");
+    EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+              "ECDHE-ECDSA-CHACHA20-POLY1305");
     EXPECT_EQ(tls12_handshake(addr, "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384"), "");
     ln->close();
     wg.wait();
@@ -421,7 +424,8 @@ TEST(Tls, ServerOffersOnlyForwardSecretAeadSuitesOnTls12) {
       }
       wg.done();
     });
-    EXPECT_EQ(tls12_handshake(lln->addr().to_string(), "ECDHE-ECDSA-AES128-SHA"), "ECDHE-ECDSA-AES128-SHA");
+    EXPECT_EQ(tls12_handshake(lln->addr().to_string(), "ECDHE-ECDSA-AES128-SHA"),
+              "ECDHE-ECDSA-AES128-SHA");
     wg.wait();
     TlsConfig bad{.certificates = {leaf}};
     bad.ciphers = "NO-SUCH-CIPHER";

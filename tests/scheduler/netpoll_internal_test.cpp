@@ -70,7 +70,7 @@ TEST(NetpollInternal, AnEventOfAClosedDescriptorDoesNotReachItsSuccessor) {
 
   PollDesc* first = poll_open(a[0]);
   ASSERT_NE(first, nullptr);
-  struct epoll_event late{};
+  epoll_event late{};
   late.events = EPOLLIN | EPOLLRDHUP;
   late.data.u64 = poll_event_data(first);  // what epoll_wait had returned for a[0]
   poll_close(first);

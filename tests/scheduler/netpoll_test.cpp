@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -86,10 +86,11 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
 }
 
 std::int64_t process_cpu_ns() {
-  struct rusage ru{};
+  rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto ns = [](const timeval& tv) {
-    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 + static_cast<std::int64_t>(tv.tv_usec) * 1000;
+    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 +
+           static_cast<std::int64_t>(tv.tv_usec) * 1000;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
@@ -167,8 +168,8 @@ TEST_P(Netpoll, TimersOfIdlePsRunWhileTheExPollerNeverYields) {
       });
       wg.wait();
       writer.join();
-      EXPECT_LT(late_ns.load(), 100 * kMs) << "round " << round << ": the sleeper woke "
-                                           << late_ns.load() / kMs << " ms late";
+      EXPECT_LT(late_ns.load(), 100 * kMs)
+          << "round " << round << ": the sleeper woke " << late_ns.load() / kMs << " ms late";
       p.close();
     }
   });
@@ -250,7 +251,8 @@ TEST_P(Netpoll, DeadlineAheadTimesOutOnTime) {
       took = nanotime() - t0;
       p.close();
     });
-    std::printf("[figure] 50 ms deadline (%d P): timed out after %.2f ms\n", GetParam(), took / 1e6);
+    std::printf("[figure] 50 ms deadline (%d P): timed out after %.2f ms\n", GetParam(),
+                took / 1e6);
     EXPECT_EQ(s, PollStatus::timeout) << status_name(s);
     EXPECT_GE(took, 50 * kMs) << "timed out early";
     best = std::min(best, took);
@@ -289,7 +291,8 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
       goro::detail::poll_set_deadline(p.pd, t0 + c.second * kMs, 'r');
       wg.wait();
       const std::int64_t at = woke - t0;
-      std::printf("[figure] deadline %s (%d P): woke at %.2f ms\n", c.what, goro::maxprocs(), at / 1e6);
+      std::printf("[figure] deadline %s (%d P): woke at %.2f ms\n", c.what, goro::maxprocs(),
+                  at / 1e6);
       EXPECT_EQ(s, PollStatus::timeout) << c.what << ": " << status_name(s);
       EXPECT_GE(at, c.expect_lo * kMs) << c.what;
       EXPECT_LE(at, c.expect_hi * kMs) << c.what;
@@ -353,7 +356,7 @@ TEST_P(Netpoll, EvictWakesParkedReaderWithClosed) {
 
 TEST_P(Netpoll, ThousandParkedReadersAllWake) {
   constexpr int kPipes = 1000;
-  struct rlimit rl{};
+  rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
   if (rl.rlim_cur < 2 * kPipes + 64) {
     rlim_t want = 2 * kPipes + 64;
@@ -418,7 +421,8 @@ TEST_P(Netpoll, IdleRuntimeWithParkedReadersBurnsNoCpu) {
     EXPECT_TRUE(wait_until([&] { return done.load() == kPipes; }, 5000ms));
     for (Pipe& p : pipes) p.close();
   });
-  std::printf("[figure] %d parked readers, idle (%d P): %.3f%% of a core\n", kPipes, GetParam(), share * 100);
+  std::printf("[figure] %d parked readers, idle (%d P): %.3f%% of a core\n", kPipes, GetParam(),
+              share * 100);
   EXPECT_LT(share, 0.02);
 }
 

@@ -427,8 +427,10 @@ TEST_P(Scheduler, ErrnoIsKeptPerGoroutine) {
       goro::go([&, i] {
         for (int round = 0; round < 200; ++round) {
           write_errno(1000 + i);
-          if (round % 3 == 0) goro::sleep(std::chrono::microseconds(50));
-          else goro::yield();
+          if (round % 3 == 0)
+            goro::sleep(std::chrono::microseconds(50));
+          else
+            goro::yield();
           if (read_errno() != 1000 + i) wrong++;
         }
         wg.done();
@@ -456,7 +458,8 @@ TEST_P(Scheduler, GoWithLargerStack) {
     std::atomic<long> sum{0};
     goro::go(goro::GoOptions{.stack_size = 4 << 20, .name = "big"}, [&] {
       volatile char big[1 << 20];
-      for (std::size_t i = 0; i < sizeof big; i += 4096) big[i] = static_cast<char>(i / 4096 % 100 + 1);
+      for (std::size_t i = 0; i < sizeof big; i += 4096)
+        big[i] = static_cast<char>(i / 4096 % 100 + 1);
       long s = 0;
       for (std::size_t i = 0; i < sizeof big; i += 4096) s += big[i];
       sum = s;
@@ -485,9 +488,11 @@ TEST(SchedulerScale, MillionParkedGoroutines) {
         while (parked.load() < n) goro::sleep(1ms);
         goro::sleep(10ms);
         long rss1 = rss_kib();
-        std::printf("[ info ] %d parked goroutines: RSS +%ld MiB, %.2f KiB per goroutine, spawned in %.2f s\n",
-                    n, (rss1 - rss0) / 1024, static_cast<double>(rss1 - rss0) / n,
-                    goro_test::seconds_since(t0));
+        std::printf(
+            "[ info ] %d parked goroutines: RSS +%ld MiB, %.2f KiB per goroutine, spawned in %.2f "
+            "s\n",
+            n, (rss1 - rss0) / 1024, static_cast<double>(rss1 - rss0) / n,
+            goro_test::seconds_since(t0));
         release.close();
         while (finished.load() < n) goro::sleep(1ms);
         EXPECT_EQ(finished.load(), n);
@@ -540,34 +545,40 @@ TEST(SchedulerDeathTest, GoOutsideRunIsFatal) {
 // next in line (it waited about 10 ms, for sysmon, before).
 TEST(Timers, SleeperWakesOnTimeBesidePingPong) {
   std::vector<double> late;
-  goro::run([&] {
-    goro::Chan<int> ping, pong;
-    std::atomic<bool> stop{false};
-    goro::WaitGroup wg;
-    wg.add(2);
-    goro::go([&] {
-      while (!stop) {
-        ping.send(1);
-        (void)pong.recv();
-      }
-      ping.close();
-      wg.done();
-    });
-    goro::go([&] {
-      while (ping.recv()) pong.send(1);
-      wg.done();
-    });
-    for (int i = 0; i < 40; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      goro::sleep(1ms);
-      late.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - 1.0);
-    }
-    stop = true;
-    wg.wait();
-  }, goro::Config{.maxprocs = 1});
+  goro::run(
+      [&] {
+        goro::Chan<int> ping, pong;
+        std::atomic<bool> stop{false};
+        goro::WaitGroup wg;
+        wg.add(2);
+        goro::go([&] {
+          while (!stop) {
+            ping.send(1);
+            (void)pong.recv();
+          }
+          ping.close();
+          wg.done();
+        });
+        goro::go([&] {
+          while (ping.recv()) pong.send(1);
+          wg.done();
+        });
+        for (int i = 0; i < 40; ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          goro::sleep(1ms);
+          late.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count() -
+              1.0);
+        }
+        stop = true;
+        wg.wait();
+      },
+      goro::Config{.maxprocs = 1});
   std::sort(late.begin(), late.end());
-  std::printf("[figure] sleep(1ms) beside a ping-pong pair on 1 P: median %.3f ms late, max %.3f ms\n",
-              late[late.size() / 2], late.back());
+  std::printf(
+      "[figure] sleep(1ms) beside a ping-pong pair on 1 P: median %.3f ms late, max %.3f ms\n",
+      late[late.size() / 2], late.back());
   EXPECT_LT(late[late.size() / 2], 3.0);
 }
 
@@ -584,7 +595,8 @@ TEST(Timers, ForeverDoesNotFireAtOnce) {
       goro::sleep(50ms);
       ch.send(7);
     });
-    int which = goro::select(goro::recv_case(ch), goro::timeout_case(std::chrono::nanoseconds::max()));
+    int which =
+        goro::select(goro::recv_case(ch), goro::timeout_case(std::chrono::nanoseconds::max()));
     EXPECT_EQ(which, 0) << "the endless timeout fired";
     goro::sleep(50ms);
     EXPECT_FALSE(woke.load());

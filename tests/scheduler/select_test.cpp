@@ -121,8 +121,8 @@ TEST_P(SelectTest, ReadyCasesAreChosenFairly) {
       for (int i = 0; i < 4; ++i) ch.send(i);
     int counts[3] = {0, 0, 0};
     for (int i = 0; i < 9000; ++i) {
-      const int fired = goro::select(goro::recv_case(c[0]), goro::recv_case(c[1]),
-                                     goro::recv_case(c[2]));
+      const int fired =
+          goro::select(goro::recv_case(c[0]), goro::recv_case(c[1]), goro::recv_case(c[2]));
       ++counts[fired];
       c[fired].send(0);
     }
@@ -144,15 +144,9 @@ TEST_P(SelectTest, SendAndRecvCasesInOneSelect) {
         auto in_or_nil = static_cast<int>(got->size()) < n ? in : goro::Chan<int>::nil();
         std::optional<int> v;
         switch (goro::select(goro::send_case(out_or_nil, sent), goro::recv_case(in_or_nil, v))) {
-          case 0:
-            ++sent;
-            break;
-          case 1:
-            got->push_back(*v);
-            break;
-          default:
-            ADD_FAILURE() << "impossible case";
-            return;
+          case 0: ++sent; break;
+          case 1: got->push_back(*v); break;
+          default: ADD_FAILURE() << "impossible case"; return;
         }
       }
     };
@@ -205,7 +199,8 @@ TEST_P(SelectTest, ChosenSendOnClosedChannelThrows) {
     goro::Chan<int> closed;
     closed.close();
     goro::Chan<int> never;
-    EXPECT_THROW(goro::select(goro::send_case(closed, 1), goro::recv_case(never)), goro::ChanClosed);
+    EXPECT_THROW(goro::select(goro::send_case(closed, 1), goro::recv_case(never)),
+                 goro::ChanClosed);
     EXPECT_THROW(goro::select(goro::send_case(closed, 1), goro::default_case), goro::ChanClosed);
 
     // A select parked on a send is woken by the close and throws.
@@ -251,7 +246,8 @@ TEST_P(SelectTest, NilChannelCaseIsNeverReady) {
     std::optional<int> v;
     EXPECT_EQ(goro::select(goro::recv_case(nil, v), goro::send_case(nil, 1), goro::default_case),
               goro::select_default);
-    EXPECT_EQ(goro::select(goro::recv_case(nil, v), goro::timeout_case(10ms)), goro::select_timeout);
+    EXPECT_EQ(goro::select(goro::recv_case(nil, v), goro::timeout_case(10ms)),
+              goro::select_timeout);
   });
 }
 
@@ -302,7 +298,8 @@ TEST_P(SelectTest, TimeoutsRacingWithChannelOperationsLoseNothing) {
     }
     EXPECT_EQ(expected, n);
     std::optional<int> extra;
-    EXPECT_EQ(goro::select(goro::recv_case(ch, extra), goro::timeout_case(20ms)), goro::select_timeout)
+    EXPECT_EQ(goro::select(goro::recv_case(ch, extra), goro::timeout_case(20ms)),
+              goro::select_timeout)
         << "a value was delivered twice";
   });
 }

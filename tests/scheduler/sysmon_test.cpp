@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -58,7 +58,7 @@ constexpr const char* kTsanSkip =
 
 // Sleeps the calling OS thread (not the goroutine): a stand-in for a blocking syscall.
 void os_sleep(std::int64_t ns) {
-  struct timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
@@ -72,10 +72,11 @@ void spin_for(std::int64_t ns) {
 
 // CPU time (user + system) of the whole process so far.
 std::int64_t process_cpu_ns() {
-  struct rusage ru{};
+  rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto ns = [](const timeval& tv) {
-    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 + static_cast<std::int64_t>(tv.tv_usec) * 1000;
+    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 +
+           static_cast<std::int64_t>(tv.tv_usec) * 1000;
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
@@ -108,10 +109,10 @@ Stamp stamp_now() {
   Stamp s;
   s.tid = ::syscall(SYS_gettid);
   s.run_delay = thread_run_delay();
-  struct rusage ru{};
+  rusage ru{};
   getrusage(RUSAGE_THREAD, &ru);
   s.nvcsw = ru.ru_nvcsw;
-  struct timespec ts{};
+  timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   s.cpu = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   s.t = nanotime();
@@ -119,9 +120,9 @@ Stamp stamp_now() {
 }
 
 // The gaps between consecutive stamps within [begin, end] (`begin` counts as a stamp;
-// the window closes at the first stamp after `end`, pro rata), raw and as far as the runtime is to blame. On a loaded machine (or a VM
-// whose vCPU is descheduled) a thread loses the CPU for many milliseconds; that is
-// not the runtime's doing and is removed:
+// the window closes at the first stamp after `end`, pro rata), raw and as far as the runtime is to
+// blame. On a loaded machine (or a VM whose vCPU is descheduled) a thread loses the CPU for many
+// milliseconds; that is not the runtime's doing and is removed:
 //  - a gap between two stamps on the same thread that never blocked (no voluntary
 //    context switch) kept the goroutine on its thread throughout: only the CPU time
 //    that thread spent in between can be the runtime's (spinning in the scheduler);
@@ -129,13 +130,13 @@ Stamp stamp_now() {
 //    the run_delay that the thread it resumed on accumulated since its previous stamp
 //    (all of it, for a new thread).
 struct Gaps {
-  std::int64_t long_sum = 0;      // raw gaps longer than the threshold
-  std::int64_t largest = 0;       // raw
-  std::int64_t runtime_sum = 0;   // gaps longer than the threshold, the runtime's share
+  std::int64_t long_sum = 0;     // raw gaps longer than the threshold
+  std::int64_t largest = 0;      // raw
+  std::int64_t runtime_sum = 0;  // gaps longer than the threshold, the runtime's share
   std::int64_t runtime_largest = 0;
-  std::int64_t first = 0;         // the first gap (from `begin`), raw
-  std::int64_t first_runtime = 0; // and the runtime's share
-  bool corrected = false;         // run_delay was available
+  std::int64_t first = 0;          // the first gap (from `begin`), raw
+  std::int64_t first_runtime = 0;  // and the runtime's share
+  bool corrected = false;          // run_delay was available
 };
 Gaps gaps_within(const std::vector<Stamp>& stamps, std::int64_t begin, std::int64_t end,
                  std::int64_t threshold) {
@@ -259,12 +260,13 @@ TEST(SysmonHandOff, OtherGoroutineKeepsRunningDuringBlockingCall) {
     const Gaps& g = r.gaps;
     const double raw = static_cast<double>(g.long_sum) / r.window;
     const double share = static_cast<double>(g.runtime_sum) / r.window;
-    std::printf("[figure] hand-off, 1 P: worker stalled %.2f%% of the 300 ms call by the runtime "
-                "(%.2f%% raw, the rest the kernel's or hypervisor's%s); largest gap %.2f ms (%.2f ms raw), "
-                "first run after the call began %.2f ms (%.2f ms raw), handoffs=%llu\n",
-                share * 100, raw * 100, g.corrected ? "" : ": no schedstat, not corrected",
-                g.runtime_largest / 1e6, g.largest / 1e6, g.first_runtime / 1e6, g.first / 1e6,
-                static_cast<unsigned long long>(r.handoffs));
+    std::printf(
+        "[figure] hand-off, 1 P: worker stalled %.2f%% of the 300 ms call by the runtime "
+        "(%.2f%% raw, the rest the kernel's or hypervisor's%s); largest gap %.2f ms (%.2f ms raw), "
+        "first run after the call began %.2f ms (%.2f ms raw), handoffs=%llu\n",
+        share * 100, raw * 100, g.corrected ? "" : ": no schedstat, not corrected",
+        g.runtime_largest / 1e6, g.largest / 1e6, g.first_runtime / 1e6, g.first / 1e6,
+        static_cast<unsigned long long>(r.handoffs));
     EXPECT_GE(r.handoffs, 1u);
     EXPECT_LE(share, 0.20) << "attempt " << attempt << ": the other goroutine stalled for "
                            << g.runtime_sum / 1e6 << " ms";
@@ -292,10 +294,12 @@ void blocking_burst(int n, std::int64_t each_ns, double* wall_s) {
 TEST(SysmonHandOff, ManyBlockingCallsOverlap) {
   double wall = 0;
   int threads = 0;
-  goro::run([&] {
-    blocking_burst(32, 500 * kMs, &wall);
-    threads = goro::detail::thread_count();
-  }, procs(1));
+  goro::run(
+      [&] {
+        blocking_burst(32, 500 * kMs, &wall);
+        threads = goro::detail::thread_count();
+      },
+      procs(1));
   std::printf("[figure] 32 x blocking(500 ms) on 1 P: %.3f s wall, %d threads\n", wall, threads);
   EXPECT_GE(wall, 0.5);
   EXPECT_LT(wall, 1.5);
@@ -305,16 +309,18 @@ TEST(SysmonHandOff, ManyBlockingCallsOverlap) {
 TEST(SysmonHandOff, ThreadsGoIdleAfterBurst) {
   double wall = 0, cpu_share = 0;
   int threads = 0, idle = 0;
-  goro::run([&] {
-    blocking_burst(32, 500 * kMs, &wall);
-    goro::sleep(200ms);
-    const std::int64_t c0 = process_cpu_ns(), t0 = nanotime();
-    goro::sleep(500ms);
-    const std::int64_t c1 = process_cpu_ns(), t1 = nanotime();
-    cpu_share = static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0);
-    threads = goro::detail::thread_count();
-    idle = goro::detail::idle_threads();
-  }, procs(1));
+  goro::run(
+      [&] {
+        blocking_burst(32, 500 * kMs, &wall);
+        goro::sleep(200ms);
+        const std::int64_t c0 = process_cpu_ns(), t0 = nanotime();
+        goro::sleep(500ms);
+        const std::int64_t c1 = process_cpu_ns(), t1 = nanotime();
+        cpu_share = static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0);
+        threads = goro::detail::thread_count();
+        idle = goro::detail::idle_threads();
+      },
+      procs(1));
   std::printf("[figure] after the burst: %.2f%% of a core over 500 ms; threads=%d idle=%d\n",
               cpu_share * 100, threads, idle);
   EXPECT_GE(threads, 2);
@@ -361,31 +367,33 @@ BlockingLongResult blocking_long_once() {
   long caller_tid = 0;
   Stamp other;
   int threads_before = 0, threads_after = 0;
-  goro::run([&] {
-    const std::uint64_t h0 = goro::detail::handoffs();
-    threads_before = goro::detail::thread_count();
-    std::atomic<bool> inside{false};
-    goro::WaitGroup wg;
-    wg.add(2);
-    goro::go([&] {
-      while (!inside.load()) goro::yield();
-      other = stamp_now();
-      wg.done();
-    });
-    goro::go([&] {
-      goro::blocking_long([&] {
-        caller_tid = ::syscall(SYS_gettid);
-        entered = nanotime();
-        inside.store(true);
-        os_sleep(50 * kMs);
-        left = nanotime();
-      });
-      wg.done();
-    });
-    wg.wait();
-    threads_after = goro::detail::thread_count();
-    res.handoffs = goro::detail::handoffs() - h0;
-  }, procs(1));
+  goro::run(
+      [&] {
+        const std::uint64_t h0 = goro::detail::handoffs();
+        threads_before = goro::detail::thread_count();
+        std::atomic<bool> inside{false};
+        goro::WaitGroup wg;
+        wg.add(2);
+        goro::go([&] {
+          while (!inside.load()) goro::yield();
+          other = stamp_now();
+          wg.done();
+        });
+        goro::go([&] {
+          goro::blocking_long([&] {
+            caller_tid = ::syscall(SYS_gettid);
+            entered = nanotime();
+            inside.store(true);
+            os_sleep(50 * kMs);
+            left = nanotime();
+          });
+          wg.done();
+        });
+        wg.wait();
+        threads_after = goro::detail::thread_count();
+        res.handoffs = goro::detail::handoffs() - h0;
+      },
+      procs(1));
   res.latency = other.t - entered;
   res.runtime_latency = res.latency;
   // A thread started for the hand-off: all its run_delay is the kernel's.
@@ -399,9 +407,10 @@ TEST(SysmonHandOff, BlockingLongHandsOffAtOnce) {
   std::int64_t best = INT64_MAX;
   for (int attempt = 0; attempt < 3 && best > 5 * kMs; ++attempt) {
     const BlockingLongResult r = blocking_long_once();
-    std::printf("[figure] blocking_long on 1 P: other goroutine ran %.3f ms after the call began "
-                "(%.3f ms raw)\n",
-                r.runtime_latency / 1e6, r.latency / 1e6);
+    std::printf(
+        "[figure] blocking_long on 1 P: other goroutine ran %.3f ms after the call began "
+        "(%.3f ms raw)\n",
+        r.runtime_latency / 1e6, r.latency / 1e6);
     EXPECT_GE(r.latency, 0);
     EXPECT_TRUE(r.before_end) << "the other goroutine waited for the blocking call";
     EXPECT_GE(r.handoffs, 1u);
@@ -423,26 +432,31 @@ void blocking_race_child() {
       std::this_thread::sleep_for(2s);
       const int now = iteration.load();
       if (now == last) {
-        std::fprintf(stderr, "stalled at iteration %d: a goroutine that left a blocking call was never run\n", now);
+        std::fprintf(
+            stderr,
+            "stalled at iteration %d: a goroutine that left a blocking call was never run\n", now);
         std::_Exit(1);
       }
       last = now;
     }
   }).detach();
   const std::int64_t until = nanotime() + 3'000 * kMs;
-  goro::run([&] {
-    for (int i = 0; i < 20'000 && nanotime() < until; ++i) {
-      goro::WaitGroup wg;
-      wg.add(1);
-      goro::go([&] {
-        spin_for(50'000 + (i % 7) * 10'000);
-        wg.done();
-      });
-      goro::blocking_long([&] { spin_for(80'000 + (i % 5) * 10'000); });  // hands the P off at once
-      wg.wait();
-      iteration.store(i + 1);
-    }
-  }, procs(1));
+  goro::run(
+      [&] {
+        for (int i = 0; i < 20'000 && nanotime() < until; ++i) {
+          goro::WaitGroup wg;
+          wg.add(1);
+          goro::go([&] {
+            spin_for(50'000 + (i % 7) * 10'000);
+            wg.done();
+          });
+          goro::blocking_long(
+              [&] { spin_for(80'000 + (i % 5) * 10'000); });  // hands the P off at once
+          wg.wait();
+          iteration.store(i + 1);
+        }
+      },
+      procs(1));
   std::_Exit(0);
 }
 
@@ -517,7 +531,8 @@ TEST_P(BlockingResult, RuntimeCallsInsideABlockingCallWork) {
 TEST_P(BlockingResult, PropagatesExceptionsAndRuntimeKeepsWorking) {
   run([] {
     const std::uint64_t me = goro::goid();
-    EXPECT_THROW(goro::blocking([]() -> int { throw std::runtime_error("short"); }), std::runtime_error);
+    EXPECT_THROW(goro::blocking([]() -> int { throw std::runtime_error("short"); }),
+                 std::runtime_error);
     EXPECT_THROW(goro::blocking_long([] { throw std::logic_error("long"); }), std::logic_error);
     EXPECT_EQ(goro::goid(), me);
     EXPECT_GE(goro::detail::current_p(), 0) << "the goroutine did not get its P back";
@@ -543,39 +558,44 @@ TEST_P(BlockingResult, PropagatesExceptionsAndRuntimeKeepsWorking) {
 // exception bookkeeping must be right afterwards.
 TEST(BlockingExceptions, ExceptionAfterHandOffIsCaught) {
   int caught = 0, migrated = 0, bad_uncaught = 0;
-  goro::run([&] {
-    for (int round = 0; round < 5; ++round) {
-      std::atomic<bool> stop{false};
-      goro::WaitGroup wg;
-      wg.add(2);
-      goro::go([&] {  // keeps the P busy, so the thrower comes back without it
-        while (!stop.load()) {
-          spin_for(20'000);
-          goro::yield();
-        }
-        wg.done();
-      });
-      goro::go([&] {
-        const long before = ::syscall(SYS_gettid);  // not pthread_self(): it is __attribute__((const))
-        try {
-          goro::blocking([]() -> int {
-            os_sleep(30 * kMs);
-            throw std::runtime_error("after hand-off");
+  goro::run(
+      [&] {
+        for (int round = 0; round < 5; ++round) {
+          std::atomic<bool> stop{false};
+          goro::WaitGroup wg;
+          wg.add(2);
+          goro::go([&] {  // keeps the P busy, so the thrower comes back without it
+            while (!stop.load()) {
+              spin_for(20'000);
+              goro::yield();
+            }
+            wg.done();
           });
-        } catch (const std::runtime_error& e) {
-          if (std::string(e.what()) == "after hand-off") caught++;
+          goro::go([&] {
+            const long before =
+                ::syscall(SYS_gettid);  // not pthread_self(): it is __attribute__((const))
+            try {
+              goro::blocking([]() -> int {
+                os_sleep(30 * kMs);
+                throw std::runtime_error("after hand-off");
+              });
+            } catch (const std::runtime_error& e) {
+              if (std::string(e.what()) == "after hand-off") caught++;
+            }
+            if (before != ::syscall(SYS_gettid)) migrated++;
+            if (std::uncaught_exceptions() != 0) bad_uncaught++;
+            stop.store(true);
+            wg.done();
+          });
+          wg.wait();
+          if (std::uncaught_exceptions() != 0) bad_uncaught++;
         }
-        if (before != ::syscall(SYS_gettid)) migrated++;
-        if (std::uncaught_exceptions() != 0) bad_uncaught++;
-        stop.store(true);
-        wg.done();
-      });
-      wg.wait();
-      if (std::uncaught_exceptions() != 0) bad_uncaught++;
-    }
-  }, procs(1));
-  std::printf("[figure] exception after hand-off: caught %d/5, migrated %d/5, wrong uncaught_exceptions %d\n",
-              caught, migrated, bad_uncaught);
+      },
+      procs(1));
+  std::printf(
+      "[figure] exception after hand-off: caught %d/5, migrated %d/5, wrong uncaught_exceptions "
+      "%d\n",
+      caught, migrated, bad_uncaught);
   EXPECT_EQ(caught, 5);
   EXPECT_EQ(bad_uncaught, 0) << "std::uncaught_exceptions() is per thread in the C++ runtime; "
                                 "a goroutine that unwinds across a thread change corrupts it";
@@ -588,32 +608,36 @@ TEST(BlockingExceptions, ExceptionAfterHandOffIsCaught) {
 // Runs in a child process: a wrong rethrow can be std::terminate.
 int rethrow_scenario() {
   std::vector<std::string> rethrown(2);
-  goro::run([&] {
-    goro::WaitGroup wg;
-    wg.add(2);
-    for (int i = 0; i < 2; ++i) {
-      goro::go([&, i] {
-        try {
-          try {
-            throw std::runtime_error("error of goroutine " + std::to_string(i));
-          } catch (...) {
-            goro::sleep(std::chrono::milliseconds(20 - 10 * i));  // the other one catches meanwhile
-            goro::blocking_long([] { os_sleep(1 * kMs); });
-            throw;
-          }
-        } catch (const std::exception& e) {
-          rethrown[i] = e.what();
+  goro::run(
+      [&] {
+        goro::WaitGroup wg;
+        wg.add(2);
+        for (int i = 0; i < 2; ++i) {
+          goro::go([&, i] {
+            try {
+              try {
+                throw std::runtime_error("error of goroutine " + std::to_string(i));
+              } catch (...) {
+                goro::sleep(
+                    std::chrono::milliseconds(20 - 10 * i));  // the other one catches meanwhile
+                goro::blocking_long([] { os_sleep(1 * kMs); });
+                throw;
+              }
+            } catch (const std::exception& e) {
+              rethrown[i] = e.what();
+            }
+            wg.done();
+          });
         }
-        wg.done();
-      });
-    }
-    wg.wait();
-  }, procs(1));
+        wg.wait();
+      },
+      procs(1));
   int bad = 0;
   for (int i = 0; i < 2; ++i) {
     const std::string want = "error of goroutine " + std::to_string(i);
     if (rethrown[i] != want) {
-      std::fprintf(stderr, "goroutine %d rethrew \"%s\", not \"%s\"\n", i, rethrown[i].c_str(), want.c_str());
+      std::fprintf(stderr, "goroutine %d rethrew \"%s\", not \"%s\"\n", i, rethrown[i].c_str(),
+                   want.c_str());
       bad = 1;
     }
   }
@@ -642,7 +666,7 @@ void hog(std::int64_t ns, const std::atomic<bool>* stop = nullptr) {
 // wall-clock hog would do less work, and its victims' gaps would shrink with it), with
 // a wall-clock cap of 10x that.
 std::int64_t thread_cpu_ns() {
-  struct timespec ts{};
+  timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
@@ -667,36 +691,38 @@ TickerResult ticker_beside_hogs(int nprocs) {
   ticks.reserve(1 << 16);
   std::int64_t begin = 0, first_hog_end = 0;
   TickerResult res;
-  goro::run([&] {
-    std::atomic<bool> stop{false};
-    goro::WaitGroup ticker_done, hogs_done;
-    ticker_done.add(1);
-    goro::go([&] {
-      while (!stop.load()) {
-        goro::sleep(1ms);
-        ticks.push_back(stamp_now());
-      }
-      ticker_done.done();
-    });
-    goro::sleep(20ms);
-    const std::uint64_t p0 = goro::detail::preemptions();
-    std::atomic<std::int64_t> hog_end{0};
-    begin = nanotime();
-    hogs_done.add(nprocs);
-    for (int i = 0; i < nprocs; ++i) {
-      goro::go([&] {
-        hog(2000 * kMs);
-        std::int64_t now = nanotime(), zero = 0;
-        hog_end.compare_exchange_strong(zero, now);
-        hogs_done.done();
-      });
-    }
-    hogs_done.wait();
-    first_hog_end = hog_end.load();
-    res.preemptions = goro::detail::preemptions() - p0;
-    stop.store(true);
-    ticker_done.wait();
-  }, procs(nprocs));
+  goro::run(
+      [&] {
+        std::atomic<bool> stop{false};
+        goro::WaitGroup ticker_done, hogs_done;
+        ticker_done.add(1);
+        goro::go([&] {
+          while (!stop.load()) {
+            goro::sleep(1ms);
+            ticks.push_back(stamp_now());
+          }
+          ticker_done.done();
+        });
+        goro::sleep(20ms);
+        const std::uint64_t p0 = goro::detail::preemptions();
+        std::atomic<std::int64_t> hog_end{0};
+        begin = nanotime();
+        hogs_done.add(nprocs);
+        for (int i = 0; i < nprocs; ++i) {
+          goro::go([&] {
+            hog(2000 * kMs);
+            std::int64_t now = nanotime(), zero = 0;
+            hog_end.compare_exchange_strong(zero, now);
+            hogs_done.done();
+          });
+        }
+        hogs_done.wait();
+        first_hog_end = hog_end.load();
+        res.preemptions = goro::detail::preemptions() - p0;
+        stop.store(true);
+        ticker_done.wait();
+      },
+      procs(nprocs));
   res.gaps = gaps_within(ticks, begin, first_hog_end, 0);
   res.seconds = (first_hog_end - begin) / 1e9;
   return res;
@@ -711,10 +737,11 @@ TEST_P(SysmonPreempt, TickerKeepsTickingBesideHogs) {
   std::int64_t best = INT64_MAX;
   for (int attempt = 0; attempt < 3 && best > 30 * kMs; ++attempt) {
     const TickerResult r = ticker_beside_hogs(nprocs);
-    std::printf("[figure] %d hog(s) on %d P: largest ticker gap %.2f ms (%.2f ms raw) over %.2f s, "
-                "preemptions=%llu\n",
-                nprocs, nprocs, r.gaps.runtime_largest / 1e6, r.gaps.largest / 1e6, r.seconds,
-                static_cast<unsigned long long>(r.preemptions));
+    std::printf(
+        "[figure] %d hog(s) on %d P: largest ticker gap %.2f ms (%.2f ms raw) over %.2f s, "
+        "preemptions=%llu\n",
+        nprocs, nprocs, r.gaps.runtime_largest / 1e6, r.gaps.largest / 1e6, r.seconds,
+        static_cast<unsigned long long>(r.preemptions));
     EXPECT_LE(r.gaps.runtime_largest, 100 * kMs) << "attempt " << attempt;
     best = std::min(best, r.gaps.runtime_largest);
   }
@@ -756,7 +783,8 @@ TEST_P(SysmonPreempt, ShortGoroutinesFinishWhileHogsRun) {
   std::printf("[figure] %d hog(s) on %d P: %d short goroutines done in %.3f s\n", nprocs, nprocs,
               finished, took);
   EXPECT_EQ(finished, kShort);
-  EXPECT_EQ(stopped_by_flag, nprocs) << "the short goroutines only ran after the hogs' 5 s deadline";
+  EXPECT_EQ(stopped_by_flag, nprocs)
+      << "the short goroutines only ran after the hogs' 5 s deadline";
 }
 
 // Round after round, a hog (one per P) burns 150 ms of CPU and simply returns (no
@@ -794,9 +822,10 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
   });
   std::string rounds;
   for (double w : worst_ms) rounds += std::to_string(w).substr(0, 5) + " ms ";
-  std::printf("[figure] hog rounds (%d P): main's largest gap per round: %s"
-              "preemptions=%llu\n",
-              GetParam(), rounds.c_str(), static_cast<unsigned long long>(preemptions));
+  std::printf(
+      "[figure] hog rounds (%d P): main's largest gap per round: %s"
+      "preemptions=%llu\n",
+      GetParam(), rounds.c_str(), static_cast<unsigned long long>(preemptions));
   for (std::size_t r = 0; r < worst_ms.size(); ++r)
     EXPECT_LE(worst_ms[r], 75.0) << "round " << r << ": the hog was not preempted";
 }
@@ -808,49 +837,51 @@ TEST(SysmonPreemptAfterHandOff, HogOnThreadStartedBySysmonIsPreempted) {
   if (kTsan) GTEST_SKIP() << kTsanSkip;
   double worst = 0;
   bool sigurg_blocked_somewhere = false;
-  goro::run([&] {
-    // 1. A blocking call with another goroutine runnable: sysmon retakes the P and
-    //    starts a thread for it; that thread then keeps the P.
-    //    The other goroutine stays busy until the call is over, so the P stays there.
-    std::atomic<bool> inside{false}, call_done{false};
-    goro::WaitGroup wg;
-    wg.add(2);
-    goro::go([&] {
-      while (!inside.load()) goro::yield();
-      while (!call_done.load()) {
-        spin_for(20'000);
-        goro::yield();
-      }
-      wg.done();
-    });
-    goro::go([&] {
-      goro::blocking([&] {
-        inside.store(true);
-        os_sleep(30 * kMs);
-      });
-      call_done.store(true);
-      wg.done();
-    });
-    wg.wait();
-    // 2. A 300 ms hog; main sleeps 1 ms at a time and must keep running.
-    std::atomic<bool> done{false};
-    goro::go([&] {
-      sigset_t cur;
-      pthread_sigmask(SIG_BLOCK, nullptr, &cur);
-      if (sigismember(&cur, SIGURG)) sigurg_blocked_somewhere = true;
-      hog_cpu(300 * kMs);
-      done.store(true);
-    });
-    std::vector<Stamp> ticks;
-    ticks.reserve(4096);
-    ticks.push_back(stamp_now());
-    const std::int64_t begin = ticks.back().t;
-    while (!done.load()) {
-      goro::sleep(1ms);
-      ticks.push_back(stamp_now());
-    }
-    worst = gaps_within(ticks, begin, ticks.back().t, 0).runtime_largest / 1e6;
-  }, procs(1));
+  goro::run(
+      [&] {
+        // 1. A blocking call with another goroutine runnable: sysmon retakes the P and
+        //    starts a thread for it; that thread then keeps the P.
+        //    The other goroutine stays busy until the call is over, so the P stays there.
+        std::atomic<bool> inside{false}, call_done{false};
+        goro::WaitGroup wg;
+        wg.add(2);
+        goro::go([&] {
+          while (!inside.load()) goro::yield();
+          while (!call_done.load()) {
+            spin_for(20'000);
+            goro::yield();
+          }
+          wg.done();
+        });
+        goro::go([&] {
+          goro::blocking([&] {
+            inside.store(true);
+            os_sleep(30 * kMs);
+          });
+          call_done.store(true);
+          wg.done();
+        });
+        wg.wait();
+        // 2. A 300 ms hog; main sleeps 1 ms at a time and must keep running.
+        std::atomic<bool> done{false};
+        goro::go([&] {
+          sigset_t cur;
+          pthread_sigmask(SIG_BLOCK, nullptr, &cur);
+          if (sigismember(&cur, SIGURG)) sigurg_blocked_somewhere = true;
+          hog_cpu(300 * kMs);
+          done.store(true);
+        });
+        std::vector<Stamp> ticks;
+        ticks.reserve(4096);
+        ticks.push_back(stamp_now());
+        const std::int64_t begin = ticks.back().t;
+        while (!done.load()) {
+          goro::sleep(1ms);
+          ticks.push_back(stamp_now());
+        }
+        worst = gaps_within(ticks, begin, ticks.back().t, 0).runtime_largest / 1e6;
+      },
+      procs(1));
   std::printf("[figure] hog after a hand-off (1 P): main's largest gap %.1f ms%s\n", worst,
               sigurg_blocked_somewhere ? " (SIGURG was blocked on the hog's thread)" : "");
   EXPECT_FALSE(sigurg_blocked_somewhere) << "the preemption signal is blocked on a runtime thread";
@@ -862,12 +893,14 @@ TEST(SysmonPreemptAfterHandOff, HogOnThreadStartedBySysmonIsPreempted) {
 
 TEST(SysmonBackoff, IdleRuntimeBarelyWakesSysmon) {
   std::uint64_t second = 0;
-  goro::run([&] {
-    goro::sleep(1s);
-    const std::uint64_t w1 = goro::detail::sysmon_wakeups();
-    goro::sleep(1s);
-    second = goro::detail::sysmon_wakeups() - w1;
-  }, procs(1));
+  goro::run(
+      [&] {
+        goro::sleep(1s);
+        const std::uint64_t w1 = goro::detail::sysmon_wakeups();
+        goro::sleep(1s);
+        second = goro::detail::sysmon_wakeups() - w1;
+      },
+      procs(1));
   std::printf("[figure] sysmon wake-ups in 1 s of an idle runtime: %llu\n",
               static_cast<unsigned long long>(second));
   EXPECT_LT(second, 200u);
@@ -877,12 +910,14 @@ TEST(SysmonBackoff, IdleRuntimeBarelyWakesSysmon) {
 // ticker's P wakes (it woke about 60 times per 100 ms tick).
 TEST(SysmonBackoff, ATickerBarelyWakesSysmon) {
   std::uint64_t wakeups = 0;
-  goro::run([&] {
-    goro::sleep(300ms);  // sysmon backs off, then sleeps deeply
-    const std::uint64_t w1 = goro::detail::sysmon_wakeups();
-    for (int i = 0; i < 10; ++i) goro::sleep(100ms);
-    wakeups = goro::detail::sysmon_wakeups() - w1;
-  }, procs(1));
+  goro::run(
+      [&] {
+        goro::sleep(300ms);  // sysmon backs off, then sleeps deeply
+        const std::uint64_t w1 = goro::detail::sysmon_wakeups();
+        for (int i = 0; i < 10; ++i) goro::sleep(100ms);
+        wakeups = goro::detail::sysmon_wakeups() - w1;
+      },
+      procs(1));
   std::printf("[figure] sysmon wake-ups in 10 ticks of a 100 ms ticker: %llu\n",
               static_cast<unsigned long long>(wakeups));
   EXPECT_LT(wakeups, 100u);
@@ -892,24 +927,29 @@ TEST(SysmonBackoff, ATickerBarelyWakesSysmon) {
 // off after a tick: another goroutine of that P waits ~0.1 ms, not up to 20 ms.
 TEST(SysmonBackoff, BlockingCallAfterBackOffIsHandedOffQuickly) {
   double worst_ms = 0;
-  goro::run([&] {
-    for (int round = 0; round < 5; ++round) {
-      goro::sleep(300ms);  // sysmon backs off meanwhile
-      std::atomic<std::int64_t> ran_at{0};
-      const std::int64_t t0 = nanotime();
-      goro::go([&] { ran_at = nanotime(); });  // queued behind the blocking call
-      goro::blocking([] { os_sleep(40 * kMs); });
-      ASSERT_NE(ran_at.load(), 0);
-      worst_ms = std::max(worst_ms, static_cast<double>(ran_at.load() - t0) / 1e6);
-    }
-  }, procs(1));
-  std::printf("[figure] goroutine behind a blocking call after sysmon backed off: waited %.2f ms at worst\n",
-              worst_ms);
+  goro::run(
+      [&] {
+        for (int round = 0; round < 5; ++round) {
+          goro::sleep(300ms);  // sysmon backs off meanwhile
+          std::atomic<std::int64_t> ran_at{0};
+          const std::int64_t t0 = nanotime();
+          goro::go([&] { ran_at = nanotime(); });  // queued behind the blocking call
+          goro::blocking([] { os_sleep(40 * kMs); });
+          ASSERT_NE(ran_at.load(), 0);
+          worst_ms = std::max(worst_ms, static_cast<double>(ran_at.load() - t0) / 1e6);
+        }
+      },
+      procs(1));
+  std::printf(
+      "[figure] goroutine behind a blocking call after sysmon backed off: waited %.2f ms at "
+      "worst\n",
+      worst_ms);
   EXPECT_LT(worst_ms, 5.0);
 }
 
 class SysmonBackoffSyscall : public WithProcs {};
-INSTANTIATE_TEST_SUITE_P(Procs, SysmonBackoffSyscall, ::testing::Values(1, 2), goro_test::procs_name);
+INSTANTIATE_TEST_SUITE_P(Procs, SysmonBackoffSyscall, ::testing::Values(1, 2),
+                         goro_test::procs_name);
 
 TEST_P(SysmonBackoffSyscall, WatchesALongBlockingCallSlowly) {
   std::uint64_t during = 0;
@@ -927,8 +967,9 @@ TEST_P(SysmonBackoffSyscall, WatchesALongBlockingCallSlowly) {
     during = goro::detail::sysmon_wakeups() - w1;
     wg.wait();
   });
-  std::printf("[figure] sysmon wake-ups in 1 s with one goroutine in a blocking call (%d P): %llu\n",
-              GetParam(), static_cast<unsigned long long>(during));
+  std::printf(
+      "[figure] sysmon wake-ups in 1 s with one goroutine in a blocking call (%d P): %llu\n",
+      GetParam(), static_cast<unsigned long long>(during));
   EXPECT_GT(during, 0u) << "sysmon stopped watching the blocking call";
   EXPECT_LT(during, 200u);
 }

@@ -94,7 +94,8 @@ class JsonParser {
         s_.substr(i_ > 20 ? i_ - 20 : 0, 60) + "'";
   }
   void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
+      ++i_;
   }
   bool eat(char c) {
     if (i_ < s_.size() && s_[i_] == c) {
@@ -151,9 +152,18 @@ class JsonParser {
         return j;
       }
       case '"': j.v = string(); return j;
-      case 't': literal("true"); j.v = true; return j;
-      case 'f': literal("false"); j.v = false; return j;
-      case 'n': literal("null"); j.v = nullptr; return j;
+      case 't':
+        literal("true");
+        j.v = true;
+        return j;
+      case 'f':
+        literal("false");
+        j.v = false;
+        return j;
+      case 'n':
+        literal("null");
+        j.v = nullptr;
+        return j;
       default: j.v = number(); return j;
     }
   }
@@ -195,7 +205,9 @@ class JsonParser {
         if (i_ >= s_.size()) fail("unterminated escape");
         const char e = s_[i_++];
         switch (e) {
-          case '"': case '\\': case '/': out += e; break;
+          case '"':
+          case '\\':
+          case '/': out += e; break;
           case 'b': out += '\b'; break;
           case 'f': out += '\f'; break;
           case 'n': out += '\n'; break;
@@ -203,7 +215,8 @@ class JsonParser {
           case 't': out += '\t'; break;
           case 'u':
             for (int k = 0; k < 4; ++k)
-              if (i_ >= s_.size() || !isxdigit(static_cast<unsigned char>(s_[i_++]))) fail("bad \\u escape");
+              if (i_ >= s_.size() || !isxdigit(static_cast<unsigned char>(s_[i_++])))
+                fail("bad \\u escape");
             out += '?';
             break;
           default: fail("bad escape");
@@ -215,7 +228,8 @@ class JsonParser {
       if (len == 0 || (len == 2 && c < 0xC2)) fail("invalid UTF-8 lead byte");
       if (i_ + len > s_.size()) fail("truncated UTF-8 sequence");
       for (int k = 1; k < len; ++k)
-        if ((static_cast<unsigned char>(s_[i_ + k]) & 0xC0) != 0x80) fail("truncated UTF-8 sequence");
+        if ((static_cast<unsigned char>(s_[i_ + k]) & 0xC0) != 0x80)
+          fail("truncated UTF-8 sequence");
       out.append(s_, i_, len);
       i_ += len;
     }
@@ -243,7 +257,7 @@ std::string read_file(const std::string& path) {
 bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 void os_sleep(std::int64_t ns) {
-  struct timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
@@ -337,7 +351,8 @@ void scenario(bool* netpoll_woke) {
 TEST(Trace, WritesValidChromeTraceWithEveryEventKind) {
   const std::string path = temp_path("full");
   bool netpoll_woke = false;
-  traced_run(path, [&] { scenario(&netpoll_woke); }, 1);
+  traced_run(
+      path, [&] { scenario(&netpoll_woke); }, 1);
   EXPECT_TRUE(netpoll_woke);
   ASSERT_TRUE(file_exists(path)) << "no trace written to " << path;
   const std::string text = read_file(path);
@@ -390,7 +405,8 @@ TEST(Trace, WritesValidChromeTraceWithEveryEventKind) {
   EXPECT_TRUE(slice_pids.count(1)) << "no goroutine slices on the M tracks";
   EXPECT_TRUE(slice_pids.count(2)) << "no goroutine slices on the P tracks";
   EXPECT_TRUE(chan_park) << "no slice ending in a park on a channel";
-  for (const char* kind : {"create", "ready", "syscall enter", "syscall exit", "handoff", "netpoll"})
+  for (const char* kind :
+       {"create", "ready", "syscall enter", "syscall exit", "handoff", "netpoll"})
     EXPECT_TRUE(instants.count(kind)) << "no '" << kind << "' event; seen: " << kinds;
   if (!kTsan) {
     EXPECT_TRUE(instants.count("preempt")) << "no 'preempt' event; seen: " << kinds;
@@ -405,28 +421,35 @@ TEST(Trace, WritesValidChromeTraceWithEveryEventKind) {
 TEST(Trace, GoroutineNamesKeepTheFileValid) {
   const std::string path = temp_path("names");
   const std::vector<std::string> exact = {
-      "caf\xC3\xA9",                               // café
-      "\xE5\x90\x8D\xE5\x89\x8D worker",          // 名前 worker
+      "caf\xC3\xA9",                      // café
+      "\xE5\x90\x8D\xE5\x89\x8D worker",  // 名前 worker
   };
   const std::vector<std::string> long_names = {
-      "q\"uote\\back",                             // may be shown without them
+      "q\"uote\\back",  // may be shown without them
       "tab\tnl\nend",
       // 'a' then 2-byte characters: every cut at an odd byte count splits one.
-      "a\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9"
+      "a\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9"
+      "\xC3\xA9"
       "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9",
       // 3-byte characters (CJK), cut somewhere inside one as well.
-      "\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89\x8D"
+      "\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D\xE5\x89"
+      "\x8D"
       "\xE5\x90\x8D\xE5\x89\x8D\xE5\x90\x8D",
-      "bb\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80"
+      "bb\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F"
+      "\x98\x80"
       "\xF0\x9F\x98\x80\xF0\x9F\x98\x80",
   };
-  traced_run(path, [&] {
-    goro::WaitGroup wg;
-    wg.add(static_cast<int>(exact.size() + long_names.size()));
-    for (const auto* list : {&exact, &long_names})
-      for (const std::string& n : *list) goro::go(goro::GoOptions{.name = n}, [&] { wg.done(); });
-    wg.wait();
-  }, 1);
+  traced_run(
+      path,
+      [&] {
+        goro::WaitGroup wg;
+        wg.add(static_cast<int>(exact.size() + long_names.size()));
+        for (const auto* list : {&exact, &long_names})
+          for (const std::string& n : *list)
+            goro::go(goro::GoOptions{.name = n}, [&] { wg.done(); });
+        wg.wait();
+      },
+      1);
   ASSERT_TRUE(file_exists(path));
   const std::string text = read_file(path);
   Json doc;
@@ -438,7 +461,8 @@ TEST(Trace, GoroutineNamesKeepTheFileValid) {
       for (const Json& e : *arr)
         if (e.str("name") == "create")
           if (const Json* args = e.get("args")) gnames.insert(args->str("gname"));
-  for (const std::string& n : exact) EXPECT_TRUE(gnames.count(n)) << "goroutine name '" << n << "' was mangled";
+  for (const std::string& n : exact)
+    EXPECT_TRUE(gnames.count(n)) << "goroutine name '" << n << "' was mangled";
   std::remove(path.c_str());
 }
 
@@ -467,7 +491,8 @@ TEST(Trace, NoFileWithoutGoroTrace) {
   std::vector<std::string> files;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* ent = readdir(d))
-      if (std::string(ent->d_name) != "." && std::string(ent->d_name) != "..") files.push_back(ent->d_name);
+      if (std::string(ent->d_name) != "." && std::string(ent->d_name) != "..")
+        files.push_back(ent->d_name);
     closedir(d);
   }
   for (const std::string& f : files) std::remove((dir + "/" + f).c_str());
@@ -478,7 +503,8 @@ TEST(Trace, NoFileWithoutGoroTrace) {
 // A traced run followed by an untraced one: the second leaves the first's file alone.
 TEST(Trace, TracingIsPerRun) {
   const std::string path = temp_path("perrun");
-  traced_run(path, [] { goro::sleep(1ms); }, 1);
+  traced_run(
+      path, [] { goro::sleep(1ms); }, 1);
   ASSERT_TRUE(file_exists(path));
   const std::string first = read_file(path);
   goro::run([] { goro::sleep(1ms); }, goro::Config{.maxprocs = 1});

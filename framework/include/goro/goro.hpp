@@ -16,13 +16,13 @@
 #pragma once
 
 // ---- scheduler (always there) ---------------------------------------------------
-#include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/chan.hpp>
-#include <goro/scheduler/select.hpp>
-#include <goro/scheduler/mutex.hpp>
-#include <goro/scheduler/waitgroup.hpp>
 #include <goro/scheduler/cond.hpp>
+#include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/once.hpp>
+#include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
+#include <goro/scheduler/waitgroup.hpp>
 
 // ---- net -------------------------------------------------------------------------
 #if __has_include(<goro/net/net.hpp>)

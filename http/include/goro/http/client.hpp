@@ -82,7 +82,8 @@ class Client {
   // errc::too_many_redirects. An HTTP error status is not a failure. Blocks (parks).
   Result<ClientResponse> send(const ClientRequest& request);
   Result<ClientResponse> get(std::string_view url);
-  Result<ClientResponse> post(std::string_view url, std::string_view content_type, std::string body);
+  Result<ClientResponse> post(std::string_view url, std::string_view content_type,
+                              std::string body);
 
   // Closes the idle pooled connections.
   void close_idle();

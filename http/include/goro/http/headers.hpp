@@ -51,8 +51,15 @@ class Headers {
     iterator() = default;
     iterator(const Headers* h, std::size_t i) : headers_(h), index_(i) {}
     HeaderField operator*() const noexcept { return (*headers_)[index_]; }
-    iterator& operator++() noexcept { ++index_; return *this; }
-    iterator operator++(int) noexcept { iterator t = *this; ++index_; return t; }
+    iterator& operator++() noexcept {
+      ++index_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator t = *this;
+      ++index_;
+      return t;
+    }
     bool operator==(const iterator& o) const noexcept { return index_ == o.index_; }
 
    private:

@@ -38,6 +38,7 @@ Middleware recover(LogSink sink = {});
 // with a timeout, as do later ones, and what the handler writes afterwards is dropped.
 // The connection goroutine waits for the handler to return before it closes the
 // connection, since the request's data lives in the connection's buffers.
-Middleware timeout(std::chrono::nanoseconds limit, std::string_view message = "503 handler timeout\n");
+Middleware timeout(std::chrono::nanoseconds limit,
+                   std::string_view message = "503 handler timeout\n");
 
 }  // namespace goro::http

@@ -14,11 +14,11 @@ namespace goro::net {
 
 // The kind of socket an address belongs to; network() names it as Go does.
 enum class Network : std::uint8_t {
-  none,  // a default-constructed Addr, or an unnamed Unix peer
-  tcp,   // "tcp"
-  udp,   // "udp"
+  none,         // a default-constructed Addr, or an unnamed Unix peer
+  tcp,          // "tcp"
+  udp,          // "udp"
   unix_stream,  // "unix" (named so: `unix` is a macro under -std=gnu++)
-  ip,    // "ip": a bare host address from resolve(), port 0
+  ip,           // "ip": a bare host address from resolve(), port 0
 };
 
 class Addr {

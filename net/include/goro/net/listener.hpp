@@ -66,7 +66,7 @@ class Listener {
   ListenOptions options_;
   bool unlink_on_close_ = false;
   goro::Chan<char> closed_ = goro::Chan<char>::nil();  // closed by close(): ends a backoff
-  std::atomic<bool> closing_{false};                    // closed_ is closed (only once)
+  std::atomic<bool> closing_{false};                   // closed_ is closed (only once)
 };
 
 // Listens on address. network: "tcp" (IPv4 and IPv6: ":8080" listens on both),

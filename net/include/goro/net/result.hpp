@@ -30,7 +30,7 @@ class [[nodiscard]] Result {
   // A failed result. Precondition: ec is an error (not the empty error_code).
   Result(std::error_code ec) : state_(std::in_place_index<1>, ec) { assert(ec); }
   template <class E, class = std::enable_if_t<std::is_error_code_enum_v<E> ||
-                                               std::is_error_condition_enum_v<E>>>
+                                              std::is_error_condition_enum_v<E>>>
   Result(E e) : Result(std::error_code(make_error_code(e))) {}
 
   bool ok() const noexcept { return state_.index() == 0; }
@@ -38,9 +38,18 @@ class [[nodiscard]] Result {
 
   // The value. Throws std::system_error(error()) when !ok(), like std::expected's
   // bad_expected_access: calling it on an error is a bug, not an error path.
-  T& value() & { check(); return *std::get_if<0>(&state_); }
-  const T& value() const& { check(); return *std::get_if<0>(&state_); }
-  T&& value() && { check(); return std::move(*std::get_if<0>(&state_)); }
+  T& value() & {
+    check();
+    return *std::get_if<0>(&state_);
+  }
+  const T& value() const& {
+    check();
+    return *std::get_if<0>(&state_);
+  }
+  T&& value() && {
+    check();
+    return std::move(*std::get_if<0>(&state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

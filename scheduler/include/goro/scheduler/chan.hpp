@@ -109,7 +109,8 @@ class Chan {
   Chan() : Chan(std::size_t{0}) {}
 
   // A new channel that buffers up to capacity values (0: unbuffered). Never blocks.
-  explicit Chan(std::size_t capacity) : impl_(detail::chan_make(capacity, &detail::elem_ops_for<T>)) {}
+  explicit Chan(std::size_t capacity)
+      : impl_(detail::chan_make(capacity, &detail::elem_ops_for<T>)) {}
 
   // Returns the nil channel (sends and receives on it block forever; a select case on
   // it is never ready). Never blocks.

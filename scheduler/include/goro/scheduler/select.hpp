@@ -52,8 +52,8 @@ struct SelectCase {
   ChanBase* chan = nullptr;  // nullptr: a nil channel, never ready
   void* elem = nullptr;      // send: the T to move from; recv: raw storage for a T
   bool is_send = false;
-  bool received = false;     // out, recv: a T was constructed at elem (false: closed)
-  Waiter waiter;             // this case's place in the channel's queue while parked
+  bool received = false;  // out, recv: a T was constructed at elem (false: closed)
+  Waiter waiter;          // this case's place in the channel's queue while parked
 };
 
 // What the cases of one select() call add up to.
@@ -85,7 +85,9 @@ struct TimeoutCase {
     b.timeout_ns = after.count() < 0 ? 0 : static_cast<std::int64_t>(after.count());
   }
 };
-inline TimeoutCase timeout_case(std::chrono::nanoseconds after) noexcept { return TimeoutCase{after}; }
+inline TimeoutCase timeout_case(std::chrono::nanoseconds after) noexcept {
+  return TimeoutCase{after};
+}
 
 // A receive case; build it with recv_case().
 template <class T>
@@ -147,7 +149,9 @@ class SendCase {
 
 // Case `<-ch`: receives and discards the value (or notes that ch is closed).
 template <class T>
-RecvCase<T> recv_case(const Chan<T>& ch) noexcept { return {ch, nullptr, nullptr, nullptr}; }
+RecvCase<T> recv_case(const Chan<T>& ch) noexcept {
+  return {ch, nullptr, nullptr, nullptr};
+}
 
 // Case `v := <-ch`: out gets the value, or std::nullopt if ch is closed and drained.
 template <class T>
@@ -156,11 +160,12 @@ RecvCase<T> recv_case(const Chan<T>& ch, std::optional<T>& out) noexcept {
 }
 
 // Case `v, ok := <-ch`: {value, true}, or {T{}, false} if ch is closed and drained.
+// clang-format off: clang-format 14 cannot lay out a requires-clause
 template <class T>
-  requires std::is_default_constructible_v<T>
-RecvCase<T> recv_case(const Chan<T>& ch, T& value, bool& ok) noexcept {
-  return {ch, nullptr, &value, &ok};
-}
+requires std::is_default_constructible_v<T> RecvCase<T> recv_case(const Chan<T>& ch, T& value,
+                                                                  bool& ok)
+noexcept { return {ch, nullptr, &value, &ok}; }
+// clang-format on
 
 // Case `ch <- value`: the value is taken into the case now (copied or moved) and sent
 // only if this case fires; otherwise it is destroyed with the case.
@@ -183,11 +188,14 @@ inline constexpr bool is_channel_case_v<SendCase<T>> = true;
 template <class... Cases>
 int select(Cases&&... cases) {
   constexpr int n = (0 + ... + (detail::is_channel_case_v<std::remove_cvref_t<Cases>> ? 1 : 0));
-  constexpr int defaults = (0 + ... + (std::is_same_v<std::remove_cvref_t<Cases>, DefaultCase> ? 1 : 0));
-  constexpr int timeouts = (0 + ... + (std::is_same_v<std::remove_cvref_t<Cases>, TimeoutCase> ? 1 : 0));
+  constexpr int defaults =
+      (0 + ... + (std::is_same_v<std::remove_cvref_t<Cases>, DefaultCase> ? 1 : 0));
+  constexpr int timeouts =
+      (0 + ... + (std::is_same_v<std::remove_cvref_t<Cases>, TimeoutCase> ? 1 : 0));
   static_assert(n + defaults + timeouts == sizeof...(Cases),
                 "goro::select takes recv_case, send_case, default_case and timeout_case");
-  static_assert(defaults <= 1 && timeouts <= 1, "goro::select: at most one default and one timeout");
+  static_assert(defaults <= 1 && timeouts <= 1,
+                "goro::select: at most one default and one timeout");
   static_assert(defaults + timeouts <= 1, "goro::select: a default case makes a timeout pointless");
   static_assert(n < 65536, "goro::select: too many cases");
 
@@ -195,8 +203,8 @@ int select(Cases&&... cases) {
   std::array<std::uint16_t, 2 * n> order{};
   detail::SelectBuild build{channel_cases.data()};
   (cases.select_prepare(build), ...);
-  const int fired = detail::select(channel_cases.data(), n, order.data(), build.has_default,
-                                   build.timeout_ns);
+  const int fired =
+      detail::select(channel_cases.data(), n, order.data(), build.has_default, build.timeout_ns);
   if constexpr (n > 0) {
     if (fired < 0) return fired;
     int index = 0;

@@ -25,11 +25,11 @@ std::uint32_t local_runq_size();      // the caller's P: ring + runnext
 int global_runq_size();
 int spinning_ms();
 int idle_ps();
-int thread_count();                   // Ms created (sysmon not included)
-int idle_threads();                   // Ms parked idle
-std::uint64_t sysmon_wakeups();       // times sysmon woke up since run() started
-std::uint64_t handoffs();             // Ps handed off (syscall retake, preemption, blocking_long)
-std::uint64_t preemptions();          // Ps taken from a goroutine by the preemption signal
+int thread_count();              // Ms created (sysmon not included)
+int idle_threads();              // Ms parked idle
+std::uint64_t sysmon_wakeups();  // times sysmon woke up since run() started
+std::uint64_t handoffs();        // Ps handed off (syscall retake, preemption, blocking_long)
+std::uint64_t preemptions();     // Ps taken from a goroutine by the preemption signal
 
 // GOMAXPROCS from the contents of a cgroup v2 cpu.max file ("max 100000" or
 // "<quota> <period>"): the quota rounded up to whole CPUs, or 0 when unlimited/invalid.

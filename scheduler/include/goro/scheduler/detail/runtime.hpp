@@ -33,8 +33,21 @@ std::uint64_t g_id(const G* g) noexcept;
 
 // Why a G is parked (shown by the tracer and in tests).
 enum class WaitReason : std::uint8_t {
-  none, chan_send, chan_recv, select, select_no_cases, sleep, mutex, waitgroup, cond,
-  once, io_read, io_write, syscall_exit, preempted, other
+  none,
+  chan_send,
+  chan_recv,
+  select,
+  select_no_cases,
+  sleep,
+  mutex,
+  waitgroup,
+  cond,
+  once,
+  io_read,
+  io_write,
+  syscall_exit,
+  preempted,
+  other
 };
 
 using ParkCommit = bool (*)(G* g, void* arg);
@@ -100,9 +113,9 @@ class Lock {
 // thread (never on a goroutine stack), must not block, and typically calls ready().
 // The Timer object must stay alive until fire has returned or timer_stop() returned.
 struct Timer {
-  std::int64_t when = 0;       // absolute nanotime()
+  std::int64_t when = 0;  // absolute nanotime()
   void (*fire)(Timer*) = nullptr;
-  void* arg = nullptr;         // for fire's use
+  void* arg = nullptr;  // for fire's use
   // Runtime-owned state: the heap it was last added to and its index there (-1: not
   // armed), both guarded by that heap's lock.
   std::atomic<void*> heap{nullptr};

@@ -46,7 +46,10 @@ class WaitQueue {
   void push_back(Waiter* w) noexcept {
     w->prev = tail_;
     w->next = nullptr;
-    if (tail_ != nullptr) tail_->next = w; else head_ = w;
+    if (tail_ != nullptr)
+      tail_->next = w;
+    else
+      head_ = w;
     tail_ = w;
     w->queued = true;
   }
@@ -54,15 +57,24 @@ class WaitQueue {
   void push_front(Waiter* w) noexcept {
     w->prev = nullptr;
     w->next = head_;
-    if (head_ != nullptr) head_->prev = w; else tail_ = w;
+    if (head_ != nullptr)
+      head_->prev = w;
+    else
+      tail_ = w;
     head_ = w;
     w->queued = true;
   }
 
   // Unlinks w. Precondition: w->queued, on this queue.
   void remove(Waiter* w) noexcept {
-    if (w->prev != nullptr) w->prev->next = w->next; else head_ = w->next;
-    if (w->next != nullptr) w->next->prev = w->prev; else tail_ = w->prev;
+    if (w->prev != nullptr)
+      w->prev->next = w->next;
+    else
+      head_ = w->next;
+    if (w->next != nullptr)
+      w->next->prev = w->prev;
+    else
+      tail_ = w->prev;
     w->prev = w->next = nullptr;
     w->queued = false;
   }
