@@ -81,7 +81,7 @@ EOF
 echo "== configuring $BUILD"
 cmake -S "$BUILD/project" -B "$BUILD" -G "Unix Makefiles" \
   -DCMAKE_TOOLCHAIN_FILE="$BUILD/toolchain-aarch64.cmake" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGORO_ROOT="$ROOT" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGORO_WERROR=ON -DGORO_ROOT="$ROOT" >/dev/null
 echo "== building (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS"
 

@@ -23,7 +23,7 @@ command -v testssl >/dev/null 2>&1 || { echo "check-tls: needs testssl (scripts/
 dir=$GORO_BUILD_ROOT/tls
 goro_section "build: goro-demo (g++, RelWithDebInfo) in $dir"
 goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+  -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DGORO_WERROR=ON \
   -DGORO_BUILD_TESTS=OFF -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=OFF
 goro_build "$dir" goro-demo
 bin=$(find "$dir" -type f -name goro-demo -perm -u+x -print -quit)

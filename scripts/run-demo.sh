@@ -52,7 +52,7 @@ fi
 dir=$GORO_BUILD_ROOT/demo
 goro_section "build: $target (g++, RelWithDebInfo) in $dir"
 goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+  -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DGORO_WERROR=ON \
   -DGORO_BUILD_TESTS=OFF -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=OFF
 goro_build "$dir" "$target"
 bin=$(find "$dir" -type f -name "$target" -perm -u+x -print -quit)
