@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds goro and runs every test. This is what CI runs
-# (.ci/run calls it). Four stages, each a build of its own under $GORO_BUILD_ROOT:
+# (.ci/run calls it). Five stages, each a build of its own under $GORO_BUILD_ROOT:
 #
-#   release   g++, RelWithDebInfo, everything (examples, load-test programs)   all tests
+#   release   g++, RelWithDebInfo, GORO_WERROR=ON, everything (examples, load-test
+#             programs); all tests
+#   readme    the install recipe of README.md exactly as written (Release, the system's
+#             c++, GORO_WERROR left off as a user has it), run in a fresh copy of the
+#             tree; a compiler warning in its output fails the stage; all tests; the
+#             recipe's `cmake --install ... --prefix /opt/goro` goes under DESTDIR
 #   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
 #             (examples and load-test programs are not built: no test runs them)
 #   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          all tests
-#   consumer  installs the release build, builds tests/consumer against it with
-#             find_package(goro) and runs it
+#   consumer  builds tests/consumer with find_package(goro) against the readme stage's
+#             install (or, when that stage did not run, an install of the release
+#             build), checks that no installed target carries -Werror, runs its test
 #
 # The last line printed is `N passed, N failed` (`, N skipped` follows when GTEST_SKIP
 # skipped some), summed over every ctest run. A build that fails goes on with what it
@@ -15,10 +21,12 @@
 # did not build is a failed <name>_NOT_BUILT test). Exits non-zero on any failure.
 #
 # Environment:
-#   GORO_CI_STAGES   stages to run, space-separated (default: "release asan tsan consumer")
+#   GORO_CI_STAGES   stages to run, space-separated
+#                    (default: "release readme asan tsan consumer")
 #   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
 #   GORO_JOBS        compile jobs (default: number of cores)
-#   GORO_CTEST_JOBS  ctest -j for the release stage (default 2; sanitizer stages use 1)
+#   GORO_CTEST_JOBS  ctest -j for the release and readme stages (default 2; sanitizer
+#                    stages use 1)
 #   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14)
 #   GORO_SKIP_DEPS=1 do not check/install the Debian packages
 set -uo pipefail
@@ -26,7 +34,7 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-STAGES=${GORO_CI_STAGES:-release asan tsan consumer}
+STAGES=${GORO_CI_STAGES:-release readme asan tsan consumer}
 CTEST_JOBS=${GORO_CTEST_JOBS:-2}
 ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
 TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
@@ -88,9 +96,7 @@ run_ctest() {
 }
 
 # build_and_test STAGE DIR "TARGETS" CTEST_ARGS...: builds DIR (configured already),
-# going on past failures, then runs ctest on whatever was built. A failed build makes
-# at least one failed test (a test binary that did not build is a failed <name>_NOT_BUILT
-# test in ctest already; a library or example that did not build adds one). Sets
+# going on past failures, then runs ctest on whatever was built (test_and_record). Sets
 # stage_build_ok.
 build_and_test() {
   local stage=$1 dir=$2 build_targets=$3
@@ -101,12 +107,22 @@ build_and_test() {
     stage_build_ok=0
     echo "$stage: BUILD FAILED; running the tests that did build"
   fi
+  test_and_record "$stage" "$dir" "$([ "$stage_build_ok" = 1 ] || echo BUILD)" "$@"
+}
+
+# test_and_record STAGE DIR BUILD_FAILURE CTEST_ARGS...: runs ctest in DIR and records
+# the stage. BUILD_FAILURE is empty when the build went well, else the status to record
+# (BUILD, WARN), and makes at least one failed test (a test binary that did not build is
+# a failed <name>_NOT_BUILT test in ctest already; a library or example that did not
+# build adds one).
+test_and_record() {
+  local stage=$1 dir=$2 build_failure=$3
+  shift 3
   goro_section "$stage: ctest $*"
   run_ctest "$stage" "$dir" "$dir/ctest.log" "$@"
   local status=ctest
-  if [ "$stage_build_ok" = 0 ]; then
-    status=BUILD
-    # Test binaries that did not build show up as failed *_NOT_BUILT tests already.
+  if [ -n "$build_failure" ]; then
+    status=$build_failure
     [ "$ctest_failed" -gt 0 ] || ctest_failed=1
   fi
   record "$stage" "$status" "$ctest_passed" "$ctest_failed" "$ctest_skipped" \
@@ -117,9 +133,9 @@ stage_release() {
   local dir=$GORO_BUILD_ROOT/ci-release
   stage_start=$SECONDS
   release_built=0
-  goro_section "release: g++ RelWithDebInfo, all targets, all tests"
+  goro_section "release: g++ RelWithDebInfo, GORO_WERROR=ON, all targets, all tests"
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DGORO_WERROR=ON \
     -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON; then
     echo "release: CONFIGURE FAILED"
     record release CONF 0 1 0 $((SECONDS - stage_start))
@@ -160,7 +176,7 @@ sanitizer_stage() {
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER="$(c_compiler_for "$cxx")" -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    -DGORO_SANITIZE="$sanitizer" \
+    -DGORO_SANITIZE="$sanitizer" -DGORO_WERROR=ON \
     -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
     echo "$name: CONFIGURE FAILED"
     record "$name" CONF 0 1 0 $((SECONDS - stage_start))
@@ -182,24 +198,101 @@ stage_tsan() {
   CTEST_WRAPPER=()
 }
 
+# The install recipe of README.md: the first ```sh block that runs `cmake --install`.
+readme_recipe() {
+  awk '/^```sh$/ { inside = 1; block = ""; next }
+    inside && /^```$/ { inside = 0; if (block ~ /cmake --install/) { printf "%s", block; exit } }
+    inside { block = block $0 "\n" }' "$GORO_ROOT/README.md"
+}
+
+# copy_tree DEST: the repository's files as a fresh clone has them (tracked and
+# untracked files, less what .gitignore ignores); outside a git checkout, all but build*.
+copy_tree() {
+  local dest=$1 f
+  mkdir -p "$dest"
+  if git -C "$GORO_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$GORO_ROOT" && git ls-files -z --cached --others --exclude-standard |
+      while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+      tar --null -T - -cf -) | tar -xf - -C "$dest"
+  else
+    (cd "$GORO_ROOT" && tar --exclude='./build*' -cf - .) | tar -xf - -C "$dest"
+  fi
+}
+
+stage_readme() {
+  local root=$GORO_BUILD_ROOT/ci-readme
+  local src=$root/goro log=$root/recipe.log recipe prefix rc warnings
+  local dir=$src/build/release
+  stage_start=$SECONDS
+  readme_prefix=
+  goro_section "readme: README.md's install recipe as written, in a fresh copy of the tree"
+  recipe=$(readme_recipe)
+  prefix=$(printf '%s\n' "$recipe" | sed -n 's/^cmake --install .* --prefix \([^ ]*\).*$/\1/p')
+  if [ -z "$recipe" ] || [ -z "$prefix" ]; then
+    echo "readme: README.md has no sh block with a cmake --install ... --prefix line"
+    record readme ERROR 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  rm -rf "$root"
+  copy_tree "$src"
+  echo "in $src, with DESTDIR=$root/destdir and CMAKE_BUILD_PARALLEL_LEVEL=$GORO_JOBS:"
+  printf '%s\n' "$recipe" | sed 's/^/  $ /'
+  # As a user runs it: no CC/CXX of ours, so CMake picks the system's c++.
+  (cd "$src" && env -u CC -u CXX DESTDIR="$root/destdir" CMAKE_BUILD_PARALLEL_LEVEL="$GORO_JOBS" \
+    bash -euo pipefail -c "$recipe") 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  echo "readme: compiler $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null)"
+  # GORO_WERROR is off in the recipe, as a user has it; the warnings are still errors here.
+  warnings=$(grep -c 'warning:' "$log")
+  local failure=
+  if [ "$rc" -ne 0 ]; then
+    failure=BUILD
+    echo "readme: THE RECIPE FAILED (exit $rc); running the tests that did build"
+  elif [ "$warnings" -gt 0 ]; then
+    failure=WARN
+    echo "readme: the build printed $warnings compiler warning(s):"
+    grep 'warning:' "$log"
+  else
+    readme_prefix=$root/destdir$prefix
+  fi
+  if [ -f "$dir/CTestTestfile.cmake" ]; then
+    test_and_record readme "$dir" "$failure" -j"$CTEST_JOBS"
+  else
+    record readme BUILD 0 1 0 $((SECONDS - stage_start))
+  fi
+}
+
 stage_consumer() {
-  local rel=$GORO_BUILD_ROOT/ci-release prefix=$GORO_BUILD_ROOT/ci-release/install
+  local rel=$GORO_BUILD_ROOT/ci-release prefix
   local dir=$GORO_BUILD_ROOT/ci-consumer
   stage_start=$SECONDS
-  goro_section "consumer: cmake --install, then find_package(goro) from tests/consumer"
-  if [ "${release_built:-0}" != 1 ]; then
-    echo "consumer: the release build did not succeed; nothing to install"
+  rm -rf "$dir"
+  if [ -n "${readme_prefix:-}" ]; then
+    prefix=$readme_prefix
+    goro_section "consumer: find_package(goro) from tests/consumer, in the readme stage's install"
+  elif [ "${release_built:-0}" = 1 ]; then
+    prefix=$rel/install
+    goro_section "consumer: cmake --install of the release build, find_package(goro) from tests/consumer"
+    rm -rf "$prefix"
+    if ! cmake --install "$rel" --prefix "$prefix" >"$rel/install.log" 2>&1; then
+      cat "$rel/install.log"
+      echo "consumer: INSTALL FAILED"
+      record consumer INST 0 1 0 $((SECONDS - stage_start))
+      return
+    fi
+  else
+    goro_section "consumer"
+    echo "consumer: neither the readme nor the release stage left an install to use"
     record consumer SKIP 0 1 0 $((SECONDS - stage_start))
     return
   fi
-  rm -rf "$prefix" "$dir"
-  if ! cmake --install "$rel" --prefix "$prefix" >"$rel/install.log" 2>&1; then
-    cat "$rel/install.log"
-    echo "consumer: INSTALL FAILED"
-    record consumer INST 0 1 0 $((SECONDS - stage_start))
+  echo "installed tree $prefix: $(find "$prefix" -type f | wc -l) files"
+  # The flags of goro's own builds are PRIVATE: none may reach a consumer's compile line.
+  if grep -rl -e '-Werror' "$prefix"/lib*/cmake/goro; then
+    echo "consumer: the installed CMake package above carries -Werror"
+    record consumer FLAGS 0 1 0 $((SECONDS - stage_start))
     return
   fi
-  echo "installed into $prefix: $(wc -l <"$rel/install_manifest.txt") files"
   if ! goro_configure "$dir" "$GORO_ROOT/tests/consumer" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DCMAKE_PREFIX_PATH="$prefix"; then
     echo "consumer: CONFIGURE FAILED (find_package(goro))"
@@ -224,9 +317,9 @@ main() {
   local stage
   for stage in $STAGES; do
     case "$stage" in
-      release | asan | tsan | consumer) "stage_$stage" ;;
+      release | readme | asan | tsan | consumer) "stage_$stage" ;;
       *)
-        echo "unknown stage '$stage' (release asan tsan consumer)"
+        echo "unknown stage '$stage' (release readme asan tsan consumer)"
         record "$stage" ERROR 0 1 0 0
         ;;
     esac
