@@ -10,8 +10,6 @@
 // has looked at it.
 #include <goro/http/server.hpp>
 
-#include <poll.h>
-
 #include <atomic>
 #include <cstdio>
 #include <exception>
@@ -73,14 +71,6 @@ net::Deadline deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
 }
 
-int socket_fd(net::Stream& stream) {
-  if (auto* conn = dynamic_cast<net::Conn*>(&stream)) return conn->fd();
-  if (auto* tls = dynamic_cast<net::TlsConn*>(&stream)) {
-    if (auto* conn = dynamic_cast<net::Conn*>(&tls->inner())) return conn->fd();
-  }
-  return -1;
-}
-
 }  // namespace
 
 class ServerConn final : public BodySource, public ResponseSink {
@@ -132,7 +122,6 @@ class ServerConn final : public BodySource, public ResponseSink {
 
   std::shared_ptr<Server::Impl> server_;
   std::unique_ptr<net::Stream> stream_;
-  int fd_ = -1;
   std::string remote_;
   MessageParser parser_;
   Request request_;
@@ -155,7 +144,6 @@ bool ServerConn::set_idle(bool idle) {
 }
 
 void ServerConn::serve() {
-  fd_ = socket_fd(*stream_);
   remote_ = stream_->remote_addr().to_string();
   bool first = true;
   for (;;) {
@@ -297,15 +285,16 @@ void ServerConn::respond_error(int status, std::string_view message) {
 }
 
 // Closes after a response, without letting unread input turn the close into a reset:
-// send FIN, then read and discard what is still coming for a short while.
+// half-close (FIN, after close_notify on TLS), then read and discard what is still
+// coming for a short while.
 void ServerConn::linger_close() {
   keep_going_ = false;
-  if (auto* conn = dynamic_cast<net::Conn*>(stream_.get())) {
-    if (parser_.message_complete() && parser_.buffered() == 0) {
-      stream_->close();
-      return;
-    }
-    conn->shutdown_write();
+  if (parser_.message_complete() && parser_.buffered() == 0) {
+    stream_->close();
+    return;
+  }
+  stream_->set_write_deadline(net::deadline_after(kLingerTime));
+  if (!stream_->shutdown_write()) {
     stream_->set_read_deadline(net::deadline_after(kLingerTime));
     char sink[4096];
     std::size_t total = 0;
@@ -413,10 +402,7 @@ void ServerConn::interrupt_reads() {
 }
 
 bool ServerConn::client_gone() {
-  if (peer_gone_) return true;
-  if (fd_ < 0) return false;
-  pollfd p{fd_, POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) peer_gone_ = true;
+  if (!peer_gone_ && stream_->peer_closed()) peer_gone_ = true;
   return peer_gone_;
 }
 

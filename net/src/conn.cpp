@@ -63,6 +63,8 @@ std::error_code Conn::shutdown_read() {
   return fd_->shutdown(SHUT_RD);
 }
 
+bool Conn::peer_closed() const { return fd_ && fd_->peer_closed(); }
+
 std::error_code Conn::set_read_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
   return fd_->set_deadline(d, 'r');

@@ -1,5 +1,6 @@
 #include "net_fd.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -347,6 +348,15 @@ std::error_code NetFd::shutdown(int how) {
   if (!guard.held()) return errc::closed;
   if (::shutdown(fd_, how) != 0) return last_errno();
   return {};
+}
+
+bool NetFd::peer_closed() const {
+  // Const for callers; the reference count is bookkeeping, not state.
+  NetFd& self = const_cast<NetFd&>(*this);
+  OpGuard guard(self, OpGuard::ref);
+  if (!guard.held()) return false;
+  pollfd p{fd_, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 std::error_code NetFd::set_option(int level, int name, const void* value, socklen_t len) {

@@ -61,6 +61,8 @@ class NetFd {
     if (mu_.decref()) destroy_for_closer();
   }
   std::error_code shutdown(int how);
+  // Whether a poll without waiting reports a hang-up or an error; false once closed.
+  bool peer_closed() const;
   // mode: 'r', 'w' or 'b'.
   std::error_code set_deadline(Deadline d, char mode);
   std::error_code set_option(int level, int name, const void* value, socklen_t len);

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -716,6 +717,41 @@ std::error_code TlsConn::close() {
     c.write_mu.unlock();
   }
   return c.inner->close();
+}
+
+std::error_code TlsConn::shutdown_write() {
+  if (!impl_) return kNotOpen;
+  Impl& c = *impl_;
+  if (c.closed.load(std::memory_order_relaxed)) return errc::closed;
+  // close_notify as in close(): not when someone is writing (the shutdown breaks that
+  // write, as on a socket). It goes before the FIN, so the peer reads a clean end.
+  std::error_code notify_error;
+  if (c.handshake_done.load(std::memory_order_acquire) && !c.handshake_error &&
+      c.write_mu.try_lock()) {
+    if (!c.write_error) {
+      {
+        std::lock_guard lock(c.ssl_mu);
+        ERR_clear_error();
+        SSL_shutdown(c.ssl);
+        ERR_clear_error();
+      }
+      notify_error = c.flush();
+      // Writes from now on fail as on a shut socket; close() sends no second notify.
+      if (!notify_error) c.write_error = detail::errno_code(EPIPE);
+    }
+    c.write_mu.unlock();
+  }
+  std::error_code ec = c.inner->shutdown_write();
+  return notify_error ? notify_error : ec;
+}
+
+bool TlsConn::peer_closed() const {
+  if (!impl_) return false;
+  {
+    std::lock_guard lock(impl_->ssl_mu);
+    if (impl_->in_eof || (SSL_get_shutdown(impl_->ssl) & SSL_RECEIVED_SHUTDOWN) != 0) return true;
+  }
+  return impl_->inner->peer_closed();
 }
 
 std::error_code TlsConn::set_read_deadline(Deadline d) {

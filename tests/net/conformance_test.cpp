@@ -82,6 +82,16 @@ std::string read_at_least(Conn& c, std::size_t want) {
   return got;
 }
 
+// Waits (parking, at most 2 s) until s.peer_closed() is true; returns whether it was.
+// A FIN or reset takes a moment to arrive even on loopback.
+bool peer_closed_soon(const Stream& s) {
+  for (int i = 0; i < 2000; ++i) {
+    if (s.peer_closed()) return true;
+    goro::sleep(1ms);
+  }
+  return false;
+}
+
 // --- Listener ------------------------------------------------------------------------
 
 // Several goroutines wait in accept() (one parked in the poller, the others on the
@@ -344,6 +354,31 @@ TEST_P(Conformance, HalfCloseThenReadLargeAnswer) {
     got.resize(*r);
     EXPECT_TRUE(got == answer);
     wg.wait();
+  });
+}
+
+// peer_closed() tells an ended or reset connection from a quiet one, without reading:
+// data waiting is not a close, a half-close is, and what came before it is still read.
+TEST_P(Conformance, PeerClosedSeesHalfCloseAndReset) {
+  run_with(GetParam(), [] {
+    Pair p = tcp_pair();
+    ASSERT_TRUE(p.client.is_open() && p.server.is_open());
+    EXPECT_FALSE(p.client.peer_closed());
+    ASSERT_TRUE(p.server.write("bye", 3));
+    goro::sleep(20ms);
+    EXPECT_FALSE(p.client.peer_closed()) << "unread data is not a close";
+    ASSERT_FALSE(p.server.shutdown_write());
+    EXPECT_TRUE(peer_closed_soon(p.client));
+    EXPECT_FALSE(p.server.peer_closed()) << "our half-close is not the peer's";
+    EXPECT_EQ(read_at_least(p.client, 4), "bye");
+    EXPECT_FALSE(p.client.close());
+    EXPECT_FALSE(p.client.peer_closed()) << "a closed Conn cannot tell";
+
+    Pair q = tcp_pair();
+    ASSERT_TRUE(q.client.is_open() && q.server.is_open());
+    ASSERT_FALSE(q.server.set_linger(0));
+    ASSERT_FALSE(q.server.close());  // a reset
+    EXPECT_TRUE(peer_closed_soon(q.client));
   });
 }
 
@@ -1210,6 +1245,67 @@ TEST_P(Conformance, TlsCloseWakesParkedReader) {
     auto e = p.server.read(buf, sizeof buf);
     ASSERT_TRUE(e) << e.error().message();
     EXPECT_EQ(*e, 0u);
+  });
+}
+
+// shutdown_write on TLS: close_notify and then FIN. The peer reads our bytes and a clean
+// end of stream (not a truncation), sees peer_closed(), and its answer, larger than the
+// socket buffers, still reaches us; our writes after it fail as on a socket.
+TEST_P(Conformance, TlsHalfCloseThenReadLargeAnswer) {
+  TlsFixture f;
+  run_with(GetParam(), [&] {
+    TlsPair p = tls_pair(f);
+    const auto answer = pattern(3 << 20, 9);
+    goro::WaitGroup wg;
+    wg.add(1);
+    goro::go([&] {
+      EXPECT_FALSE(p.server.set_read_deadline(Clock::now() + 5s));
+      std::string got;
+      char buf[64];
+      for (;;) {
+        auto n = p.server.read(buf, sizeof buf);
+        if (!n) {
+          ADD_FAILURE() << n.error().message();
+          break;
+        }
+        if (*n == 0) break;
+        got.append(buf, *n);
+      }
+      EXPECT_EQ(got, "request");
+      EXPECT_TRUE(p.server.peer_closed());
+      auto w = p.server.write(answer.data(), answer.size());
+      EXPECT_TRUE(w) << w.error().message();
+      EXPECT_FALSE(p.server.close());
+      wg.done();
+    });
+    ASSERT_TRUE(p.client.write("request", 7));
+    ASSERT_FALSE(p.client.shutdown_write());
+    auto w = p.client.write("more", 4);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error(), std::errc::broken_pipe) << w.error().message();
+    ASSERT_FALSE(p.client.set_read_deadline(Clock::now() + 10s));
+    std::vector<unsigned char> got(answer.size() + 16);
+    auto r = read_full(p.client, got.data(), got.size());
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ(*r, answer.size());
+    got.resize(*r);
+    EXPECT_TRUE(got == answer);
+    wg.wait();
+  });
+}
+
+// peer_closed() on TLS: false while the peer is there, true once it closed, before
+// anything is read.
+TEST_P(Conformance, TlsPeerClosedWithoutReading) {
+  TlsFixture f;
+  run_with(GetParam(), [&] {
+    TlsPair p = tls_pair(f);
+    EXPECT_FALSE(p.server.peer_closed());
+    ASSERT_TRUE(p.client.write("x", 1));
+    goro::sleep(20ms);
+    EXPECT_FALSE(p.server.peer_closed());
+    EXPECT_FALSE(p.client.close());
+    EXPECT_TRUE(peer_closed_soon(p.server));
   });
 }
 

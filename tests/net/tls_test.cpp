@@ -276,6 +276,8 @@ class CuttingStream final : public Stream {
     return all.size();
   }
   std::error_code close() override { return c_.close(); }
+  std::error_code shutdown_write() override { return c_.shutdown_write(); }
+  bool peer_closed() const override { return c_.peer_closed(); }
   std::error_code set_read_deadline(Deadline d) override { return c_.set_read_deadline(d); }
   std::error_code set_write_deadline(Deadline d) override { return c_.set_write_deadline(d); }
   std::error_code set_deadline(Deadline d) override { return c_.set_deadline(d); }

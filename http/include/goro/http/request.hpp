@@ -86,9 +86,9 @@ class Request {
   // Sets a path value (the router does; middleware may).
   void set_path_value(std::string_view name, std::string_view value);
 
-  // Whether the client is known to have gone: it closed its end of the connection
-  // (seen by a non-blocking poll of the socket for a hang-up, POLLRDHUP), the
-  // connection failed, or a body read or response write found it closed. A cheap
+  // Whether the client is known to have gone: it closed its end of the connection or
+  // the connection failed (the connection's net::Stream::peer_closed(), a poll of the
+  // socket that does not wait), or a body read or response write found it closed. A cheap
   // check for a handler doing long work to call between steps; it never blocks and
   // never consumes input. A client that half-closes after sending its request counts
   // as gone, as in Go.

@@ -45,9 +45,12 @@ class Conn final : public Stream {
   std::error_code close() override;
 
   // Half-close: sends FIN; the peer reads end of stream, this end can still read.
-  std::error_code shutdown_write();
-  // Stops reading: later reads return 0.
+  std::error_code shutdown_write() override;
+  // Stops reading: later reads return 0 (and peer_closed() is true).
   std::error_code shutdown_read();
+  // A poll of the socket, without waiting, for a hang-up or an error (POLLRDHUP,
+  // POLLHUP, POLLERR). On a UDP socket only a pending error counts.
+  bool peer_closed() const override;
 
   std::error_code set_read_deadline(Deadline d) override;
   std::error_code set_write_deadline(Deadline d) override;

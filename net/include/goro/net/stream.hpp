@@ -48,6 +48,16 @@ class Stream {
   // returns errc::closed. Does not wait for them to return.
   virtual std::error_code close() = 0;
 
+  // Half-close: the peer reads what was written, then end of stream; this end can
+  // still read. Later writes fail (std::errc::broken_pipe). Blocks at most as a write
+  // does (a TLS stream sends its close_notify first).
+  virtual std::error_code shutdown_write() = 0;
+
+  // Whether the peer has ended its side of the stream or the connection broke (for a
+  // socket: the kernel has seen its FIN or a reset). Data it sent before stays readable.
+  // Never blocks and reads nothing; false when it cannot tell (after close()).
+  virtual bool peer_closed() const = 0;
+
   // Deadlines for future and already waiting reads / writes / both (see Deadline).
   virtual std::error_code set_read_deadline(Deadline d) = 0;
   virtual std::error_code set_write_deadline(Deadline d) = 0;

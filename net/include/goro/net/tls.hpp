@@ -113,9 +113,19 @@ class TlsConn final : public Stream {
   Result<std::size_t> read(void* buf, std::size_t len) override;
   Result<std::size_t> write(const void* buf, std::size_t len) override;
   Result<std::size_t> writev(const struct iovec* iov, int count) override;
-  // Sends close_notify (unless a write is in progress or the handshake did not
-  // finish; waits at most 5 s for it), then closes the inner stream.
+  // Sends close_notify (unless a write is in progress, the handshake did not finish or
+  // shutdown_write() sent it already; waits at most 5 s for it), then closes the inner
+  // stream.
   std::error_code close() override;
+  // Sends close_notify (unless a write is in progress, the handshake did not finish or
+  // a write failed), then half-closes the inner stream, so that the peer reads a clean
+  // end of stream while this end still reads: what a lingering close needs. Later
+  // writes fail with std::errc::broken_pipe. Blocks until close_notify is handed to the
+  // inner stream (its write deadline applies).
+  std::error_code shutdown_write() override;
+  // True once a read has met the peer's close_notify or the end of the inner stream,
+  // or when the inner stream's peer_closed() is.
+  bool peer_closed() const override;
 
   std::error_code set_read_deadline(Deadline d) override;
   std::error_code set_write_deadline(Deadline d) override;
