@@ -1,6 +1,7 @@
 #include <goro/http/router.hpp>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,7 +36,15 @@ struct Route {
   std::string pattern;
   std::string method;  // empty: any
   std::vector<Segment> segments;
+  std::size_t wildcards = 0;  // segments that capture a value ({name}, {name...})
   Handler handler;
+};
+
+// A value a match captured: the wildcard's name and the raw (still %-encoded) part of
+// the path it matched.
+struct Capture {
+  const std::string* name;
+  std::string_view raw;
 };
 
 bool valid_name(std::string_view name) {
@@ -109,6 +118,7 @@ Route parse_pattern(std::string_view pattern) {
         ++same;
     }
     if (same > 1) throw bad("wildcard name used twice");
+    ++route.wildcards;
   }
   return route;
 }
@@ -144,8 +154,9 @@ bool segment_equals(std::string_view raw, const std::string& text, std::string& 
   return detail::percent_decode(raw, scratch, false) && scratch == text;
 }
 
-// Matches raw_path ("/a/b") against r; with req, records the wildcard values.
-bool match(const Route& r, std::string_view raw_path, Request* req) {
+// Matches raw_path ("/a/b") against r. With captures (room for r.wildcards), records
+// the value of each named wildcard there, in pattern order.
+bool match(const Route& r, std::string_view raw_path, Capture* captures) {
   if (raw_path.empty() || raw_path.front() != '/') return false;
   std::string_view remaining = raw_path.substr(1);
   bool exhausted = false;
@@ -170,30 +181,32 @@ bool match(const Route& r, std::string_view raw_path, Request* req) {
         break;
       case SegmentKind::wildcard:
         if (!next(seg) || seg.empty()) return false;
-        if (req != nullptr) {
-          if (seg.find('%') == std::string_view::npos) {
-            req->set_path_value(s.text, seg);
-          } else {
-            if (!detail::percent_decode(seg, scratch, false)) return false;
-            req->set_path_value(s.text, scratch);
-          }
-        }
+        if (captures != nullptr) *captures++ = {&s.text, seg};
         break;
       case SegmentKind::end: return next(seg) && seg.empty() && exhausted;
       case SegmentKind::rest:
         if (exhausted) return false;
-        if (req != nullptr && !s.text.empty()) {
-          if (remaining.find('%') == std::string_view::npos) {
-            req->set_path_value(s.text, remaining);
-          } else {
-            if (!detail::percent_decode(remaining, scratch, false)) return false;
-            req->set_path_value(s.text, scratch);
-          }
-        }
+        if (captures != nullptr && !s.text.empty()) *captures = {&s.text, remaining};
         return true;
     }
   }
   return exhausted;
+}
+
+// Sets the captured values on req, decoded. The request's raw path has valid escapes
+// only (RequestAccess::prepare refuses others, and the server answers 400), so every
+// part of it decodes.
+void set_path_values(Request& req, const Capture* captures, std::size_t count) {
+  std::string decoded;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Capture& c = captures[i];
+    if (c.raw.find('%') == std::string_view::npos) {
+      req.set_path_value(*c.name, c.raw);
+    } else {
+      detail::percent_decode(c.raw, decoded, false);
+      req.set_path_value(*c.name, decoded);
+    }
+  }
 }
 
 void default_not_found(Request&, ResponseWriter& w) {
@@ -202,8 +215,12 @@ void default_not_found(Request&, ResponseWriter& w) {
 
 }  // namespace
 
+// The routes are kept most specific first (more_specific; equally specific ones in the
+// order they were added), so the first route that matches a request is the one that
+// matches best, and dispatch stops there.
 struct Router::Impl {
   std::vector<Route> routes;
+  std::size_t max_wildcards = 0;
   Handler not_found = default_not_found;
 };
 
@@ -218,7 +235,10 @@ Router& Router::handle(std::string_view pattern, Handler handler) {
     }
   }
   route.handler = std::move(handler);
-  impl_->routes.push_back(std::move(route));
+  impl_->max_wildcards = std::max(impl_->max_wildcards, route.wildcards);
+  // After every route at least as specific: the first one less specific.
+  auto at = std::upper_bound(impl_->routes.begin(), impl_->routes.end(), route, more_specific);
+  impl_->routes.insert(at, std::move(route));
   return *this;
 }
 
@@ -228,18 +248,21 @@ Router& Router::not_found(Handler handler) {
 }
 
 void Router::operator()(Request& req, ResponseWriter& w) const {
-  const Route* best = nullptr;
-  bool path_matched = false;
   std::string_view raw_path = req.raw_path();
+  std::array<Capture, 8> inline_captures;
+  std::vector<Capture> heap_captures;
+  Capture* captures = inline_captures.data();
+  if (impl_->max_wildcards > inline_captures.size()) {
+    heap_captures.resize(impl_->max_wildcards);
+    captures = heap_captures.data();
+  }
+  bool path_matched = false;
   for (const Route& r : impl_->routes) {
-    if (!match(r, raw_path, nullptr)) continue;
+    if (!match(r, raw_path, captures)) continue;
     path_matched = true;
     if (!method_matches(r, req.method())) continue;
-    if (best == nullptr || more_specific(r, *best)) best = &r;
-  }
-  if (best != nullptr) {
-    match(*best, raw_path, &req);
-    best->handler(req, w);
+    set_path_values(req, captures, r.wildcards);
+    r.handler(req, w);
     return;
   }
   if (!path_matched) {

@@ -105,6 +105,14 @@ TEST(Router, ValuesAreDecodedPerSegment) {
   EXPECT_EQ(dispatch(r, "GET", "/files/a/b").status, 404);
 }
 
+TEST(Router, PatternWithManyWildcards) {
+  Router r;
+  r.handle("GET /{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{rest...}", named("many", {"a", "i", "rest"}));
+  r.handle("GET /{a}/{b}", named("two", {"a", "b"}));
+  EXPECT_EQ(dispatch(r, "GET", "/1/2/3/4/5/6/7/8/9/10/11").body, "many a=1 i=9 rest=10/11");
+  EXPECT_EQ(dispatch(r, "GET", "/x/y").body, "two a=x b=y");
+}
+
 TEST(Router, NotFoundAndMethodNotAllowed) {
   Router r;
   r.handle("GET /thing", named("get"));
