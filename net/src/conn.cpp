@@ -67,17 +67,17 @@ bool Conn::peer_closed() const { return fd_ && fd_->peer_closed(); }
 
 std::error_code Conn::set_read_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'r');
+  return fd_->set_deadline(d, detail::IoMode::read);
 }
 
 std::error_code Conn::set_write_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'w');
+  return fd_->set_deadline(d, detail::IoMode::write);
 }
 
 std::error_code Conn::set_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'b');
+  return fd_->set_deadline(d, detail::IoMode::both);
 }
 
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }

@@ -117,7 +117,7 @@ Result<Conn> Listener::accept() {
       backoff = std::min(backoff * 2, kMaxBackoff);
     }
     std::chrono::nanoseconds nap = backoff;
-    if (std::int64_t deadline = fd_->deadline('r'); deadline != 0) {
+    if (std::int64_t deadline = fd_->deadline(detail::IoMode::read); deadline != 0) {
       std::int64_t left = deadline - goro::detail::nanotime();
       if (left <= 0) return errc::timeout;
       nap = std::min(nap, std::chrono::nanoseconds(left));
@@ -141,7 +141,7 @@ std::error_code Listener::close() {
 
 std::error_code Listener::set_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'r');
+  return fd_->set_deadline(d, detail::IoMode::read);
 }
 
 int Listener::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }

@@ -22,6 +22,13 @@ namespace goro::net::detail {
 
 namespace rt = goro::detail;
 
+namespace {
+// The netpoller's name for a mode (detail/netpoll.hpp).
+constexpr char poll_mode(IoMode mode) noexcept {
+  return mode == IoMode::read ? 'r' : mode == IoMode::write ? 'w' : 'b';
+}
+}  // namespace
+
 // Holds a reference (and the read or write lock) for one operation; the last release
 // of a closed NetFd destroys the descriptor.
 class NetFd::OpGuard {
@@ -102,7 +109,7 @@ std::error_code NetFd::close() {
   return {};
 }
 
-bool NetFd::deadline_passed(char mode) const noexcept {
+bool NetFd::deadline_passed(IoMode mode) const noexcept {
   std::int64_t d = deadline(mode);
   return d != 0 && rt::nanotime() >= d;
 }
@@ -110,7 +117,7 @@ bool NetFd::deadline_passed(char mode) const noexcept {
 // Parks until the fd may be ready for mode. The hot paths compare the status and build
 // an error only when it is not ready (a std::error_code costs a call to
 // std::system_category() even when it holds no error).
-rt::PollStatus NetFd::wait(char mode) noexcept { return rt::poll_wait(pd_, mode); }
+rt::PollStatus NetFd::wait(IoMode mode) noexcept { return rt::poll_wait(pd_, poll_mode(mode)); }
 
 namespace {
 std::error_code wait_error(rt::PollStatus status) noexcept {
@@ -118,20 +125,20 @@ std::error_code wait_error(rt::PollStatus status) noexcept {
 }
 }  // namespace
 
-std::error_code NetFd::set_deadline(Deadline d, char mode) {
+std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   OpGuard guard(*this, OpGuard::ref);
   if (!guard.held()) return errc::closed;
   std::int64_t ns = to_nanotime(d);
-  if (mode == 'r' || mode == 'b') read_deadline_.store(ns, std::memory_order_relaxed);
-  if (mode == 'w' || mode == 'b') write_deadline_.store(ns, std::memory_order_relaxed);
-  rt::poll_set_deadline(pd_, ns, mode);
+  if (mode != IoMode::write) read_deadline_.store(ns, std::memory_order_relaxed);
+  if (mode != IoMode::read) write_deadline_.store(ns, std::memory_order_relaxed);
+  rt::poll_set_deadline(pd_, ns, poll_mode(mode));
   return {};
 }
 
 Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('r')) return errc::timeout;
+  if (deadline_passed(IoMode::read)) return errc::timeout;
   if (len == 0) return std::size_t{0};
   // The previous read came back short, so it drained the receive queue: reading now
   // would only get EAGAIN (one wasted syscall per message in request/response
@@ -143,7 +150,7 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   if (drained_) {
     drained_ = false;
     if (!rt::poll_hangup_or_urgent_seen(pd_)) {
-      if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
+      if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
     }
   }
   for (;;) {
@@ -158,14 +165,14 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
     int e = static_cast<int>(-n);
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('w')) return errc::timeout;
+  if (deadline_passed(IoMode::write)) return errc::timeout;
   const char* p = static_cast<const char*>(buf);
   std::size_t done = 0;
   for (;;) {
@@ -179,7 +186,7 @@ Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
     int e = static_cast<int>(-n);
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
@@ -191,7 +198,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
   if (datagram && count > IOV_MAX) return std::make_error_code(std::errc::message_size);
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('w')) return errc::timeout;
+  if (deadline_passed(IoMode::write)) return errc::timeout;
   if (datagram) {
     struct msghdr msg = {};
     msg.msg_iov = const_cast<struct iovec*>(iov);
@@ -202,7 +209,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
       int e = errno;
       if (e == EINTR) continue;
       if (e != EAGAIN) return errno_code(e);
-      if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
+      if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
     }
   }
   // A stream: sendmsg consumes a prefix; rebuild a window of at most kBatch iovecs from
@@ -234,7 +241,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
       int e = errno;
       if (e == EINTR) continue;
       if (e != EAGAIN) return errno_code(e);
-      if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
+      if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
       continue;
     }
     done += static_cast<std::size_t>(w);
@@ -255,7 +262,7 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
 Result<std::size_t> NetFd::read_from(void* buf, std::size_t len, Addr* from) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('r')) return errc::timeout;
+  if (deadline_passed(IoMode::read)) return errc::timeout;
   for (;;) {
     sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -267,14 +274,14 @@ Result<std::size_t> NetFd::read_from(void* buf, std::size_t len, Addr* from) {
     int e = errno;
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<std::size_t> NetFd::write_to(const void* buf, std::size_t len, const Addr& to) {
   OpGuard guard(*this, OpGuard::write);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('w')) return errc::timeout;
+  if (deadline_passed(IoMode::write)) return errc::timeout;
   // An IPv4 destination on a dual-stack IPv6 socket goes as its v4-mapped form.
   const Addr dest = family_ == AF_INET6 ? to.to_v6_mapped() : to;
   for (;;) {
@@ -283,14 +290,14 @@ Result<std::size_t> NetFd::write_to(const void* buf, std::size_t len, const Addr
     int e = errno;
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait('w'); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
 Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
-  if (deadline_passed('r')) return errc::timeout;
+  if (deadline_passed(IoMode::read)) return errc::timeout;
   for (;;) {
     *peer_len = sizeof *peer;
     int fd =
@@ -300,7 +307,7 @@ Result<int> NetFd::accept(sockaddr_storage* peer, socklen_t* peer_len) {
     // A connection reset while queued is the peer's business, not the listener's.
     if (e == EINTR || e == ECONNABORTED) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait('r'); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
   }
 }
 
@@ -314,11 +321,11 @@ std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
   if (e != EINPROGRESS && e != EALREADY && e != EINTR) return errno_code(e);
   if (deadline != 0) {
     if (rt::nanotime() >= deadline) return errc::timeout;
-    rt::poll_set_deadline(pd_, deadline, 'w');
+    rt::poll_set_deadline(pd_, deadline, poll_mode(IoMode::write));
   }
   std::error_code result;
   for (;;) {
-    if (auto st = wait('w'); st != rt::PollStatus::ready) {
+    if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) {
       result = wait_error(st);
       break;
     }
@@ -339,7 +346,7 @@ std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
     socklen_t sl = sizeof ss;
     if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) break;
   }
-  if (deadline != 0) rt::poll_set_deadline(pd_, 0, 'w');
+  if (deadline != 0) rt::poll_set_deadline(pd_, 0, poll_mode(IoMode::write));
   return result;
 }
 

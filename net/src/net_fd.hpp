@@ -30,6 +30,9 @@
 
 namespace goro::net::detail {
 
+// The direction an operation or a deadline concerns.
+enum class IoMode : std::uint8_t { read, write, both };
+
 class NetFd {
  public:
   // Takes ownership of fd, a non-blocking socket of kind and family. Call init() next.
@@ -63,16 +66,16 @@ class NetFd {
   std::error_code shutdown(int how);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
-  // mode: 'r', 'w' or 'b'.
-  std::error_code set_deadline(Deadline d, char mode);
+  std::error_code set_deadline(Deadline d, IoMode mode);
   std::error_code set_option(int level, int name, const void* value, socklen_t len);
   std::error_code set_option(int level, int name, int value) {
     return set_option(level, name, &value, sizeof value);
   }
 
-  // The deadline of mode 'r' or 'w' as nanotime (0: none).
-  std::int64_t deadline(char mode) const noexcept {
-    return (mode == 'r' ? read_deadline_ : write_deadline_).load(std::memory_order_relaxed);
+  // The read or write deadline as nanotime (0: none).
+  std::int64_t deadline(IoMode mode) const noexcept {
+    return (mode == IoMode::read ? read_deadline_ : write_deadline_)
+        .load(std::memory_order_relaxed);
   }
 
   Addr local_addr() const;
@@ -88,10 +91,10 @@ class NetFd {
  private:
   class OpGuard;
   // Whether mode's deadline has passed (Go fails then even with data ready).
-  bool deadline_passed(char mode) const noexcept;
-  // Parks until fd may be ready for mode ('r' or 'w'); a status other than ready is
+  bool deadline_passed(IoMode mode) const noexcept;
+  // Parks until fd may be ready for mode (read or write); a status other than ready is
   // turned into errc::timeout or errc::closed by wait_error (net_fd.cpp).
-  goro::detail::PollStatus wait(char mode) noexcept;
+  goro::detail::PollStatus wait(IoMode mode) noexcept;
   std::error_code destroy() noexcept;
   // The last reference was an operation's: destroy, then let the closer go.
   void destroy_for_closer() noexcept;

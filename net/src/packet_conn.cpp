@@ -45,17 +45,17 @@ std::error_code PacketConn::close() {
 
 std::error_code PacketConn::set_read_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'r');
+  return fd_->set_deadline(d, detail::IoMode::read);
 }
 
 std::error_code PacketConn::set_write_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'w');
+  return fd_->set_deadline(d, detail::IoMode::write);
 }
 
 std::error_code PacketConn::set_deadline(Deadline d) {
   if (!fd_) return kNotOpen;
-  return fd_->set_deadline(d, 'b');
+  return fd_->set_deadline(d, detail::IoMode::both);
 }
 
 Addr PacketConn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
