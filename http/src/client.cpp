@@ -220,7 +220,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::optional<PooledConn> take_idle(const std::string& key);
   void put_idle(const std::string& key, PooledConn conn);
   Result<ClientResponse> round_trip(const ClientRequest& request, const Url& url);
-  // One attempt on conn. wrote_anything / got_anything tell whether a retry is safe.
+  // One attempt on conn. reusable: the connection may go back to the pool;
+  // got_anything: a response byte arrived (without one, a retry is safe).
   Result<ClientResponse> exchange(PooledConn& conn, const ClientRequest& request, const Url& url,
                                   bool& reusable, bool& got_anything);
 };

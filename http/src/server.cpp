@@ -59,9 +59,9 @@ struct Server::Impl {
 namespace detail {
 namespace {
 
-// How long a connection being closed after an error response keeps reading (and
-// discarding) what the client still sends, so that the kernel does not answer that
-// data with a reset that could destroy the response before the client reads it.
+// How long (and how much) a connection closed with request input still unread keeps
+// reading and discarding what the client sends, so that the kernel does not answer
+// that data with a reset that could destroy the response before the client reads it.
 constexpr auto kLingerTime = std::chrono::milliseconds(500);
 constexpr std::size_t kLingerBytes = 256 * 1024;
 // Write deadline for error responses when no write_timeout is configured.

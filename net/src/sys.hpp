@@ -3,10 +3,9 @@
 // glibc's recv and send are pthread cancellation points: around every system call they
 // switch the thread's cancellation type with two atomic read-modify-writes. goro never
 // cancels a thread (an M runs many goroutines; cancelling it would strand all of them),
-// so on x86-64 and AArch64 these functions make the system call themselves (the
-// cancellation switches were 1.5% of the echo benchmark's server CPU in a profile).
-// Everywhere else, and in sanitizer builds, they call libc: ASan checks the buffer in its recv/send
-// interceptors and TSan learns a socket's happens-before edges from them.
+// so on x86-64 and AArch64 these functions make the system call themselves. Everywhere
+// else, and in sanitizer builds, they call libc: ASan checks the buffer in its
+// recv/send interceptors and TSan learns a socket's happens-before edges from them.
 //
 // Each returns what the system call returns, or -errno on failure. Callers read the
 // error from the result, never from errno (which only the libc fallback sets).

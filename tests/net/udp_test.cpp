@@ -101,8 +101,8 @@ TEST(Udp, DualStackSocketSeesIpv4Peers) {
 }
 
 // A datagram's boundaries are the message: writev on a connected UDP Conn sends the
-// whole array as one datagram, however many pieces it has (it used to go out in
-// datagrams of 64 pieces each).
+// whole array as one datagram, however many pieces it has (more than the 64 a stream's
+// writev hands the kernel at once).
 TEST(Udp, WritevIsOneDatagram) {
   run_with(1, [] {
     auto server = listen_packet("udp", "127.0.0.1:0");

@@ -2,8 +2,8 @@
 // public headers of every goro layer that is part of the build:
 //
 //   scheduler  goro::run, goro::go, goro::sleep, goro::yield, goro::blocking,
-//              Chan and select, Mutex, WaitGroup, Cond, Once, timers
-//   net        Listener, Conn, Dialer, deadlines, TLS            (goro::net)
+//              Chan and select (with timeout cases), Mutex, WaitGroup, Cond, Once
+//   net        Listener, Conn, dial, deadlines, TLS              (goro::net)
 //   http       Server, Router, Request, ResponseWriter, Client   (goro::http)
 //
 // Link goro::framework (CMake: find_package(goro) + target_link_libraries(app PRIVATE

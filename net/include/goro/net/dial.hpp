@@ -16,8 +16,9 @@ namespace goro::net {
 // "127.0.0.1:80", "[::1]:80"), or a Unix path. A name is resolved (getaddrinfo in
 // goro::blocking) and its addresses tried in order until one connects; each try gets
 // an equal share of the time left (at least 2 s, as Go does). timeout bounds the whole
-// dial, lookup included; zero means none (the kernel's connect timeout still applies).
-// Returns the first error when every address fails, errc::timeout if time ran out.
+// dial, lookup included, though a lookup cannot be interrupted: one that outlasts it
+// ends the dial with errc::timeout when it returns. Zero means none (the kernel's connect timeout
+// still applies). Returns the first error when every address fails, errc::timeout if time ran out.
 // Blocks (parks) until connected or failed.
 Result<Conn> dial(std::string_view network, std::string_view address,
                   std::chrono::nanoseconds timeout = {});

@@ -45,7 +45,8 @@ class Stream {
   virtual Result<std::size_t> writev(const struct iovec* iov, int count) = 0;
 
   // Closes the stream; waiting reads and writes return errc::closed. A second close()
-  // returns errc::closed. Does not wait for them to return.
+  // returns errc::closed. Whether it waits for them to return is the stream's to say
+  // (Conn waits, TlsConn does not).
   virtual std::error_code close() = 0;
 
   // Half-close: the peer reads what was written, then end of stream; this end can
