@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds goro and runs every test. This is what CI runs
-# (.ci/run calls it). Five stages, each a build of its own under $GORO_BUILD_ROOT:
+# (.ci/run calls it). A check of the docs, then five stages, each a build of its own
+# under $GORO_BUILD_ROOT:
 #
+#   docs      every relative link in the Markdown files resolves (check-doc-links.sh)
 #   release   g++, RelWithDebInfo, GORO_WERROR=ON, everything (examples, load-test
 #             programs); all tests
 #   readme    the install recipe of README.md exactly as written (Release, the system's
@@ -22,7 +24,7 @@
 #
 # Environment:
 #   GORO_CI_STAGES   stages to run, space-separated
-#                    (default: "release readme asan tsan consumer")
+#                    (default: "docs release readme asan tsan consumer")
 #   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
 #   GORO_JOBS        compile jobs (default: number of cores)
 #   GORO_CTEST_JOBS  ctest -j for the release and readme stages (default 2; sanitizer
@@ -34,7 +36,7 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-STAGES=${GORO_CI_STAGES:-release readme asan tsan consumer}
+STAGES=${GORO_CI_STAGES:-docs release readme asan tsan consumer}
 CTEST_JOBS=${GORO_CTEST_JOBS:-2}
 ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
 TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
@@ -127,6 +129,16 @@ test_and_record() {
   fi
   record "$stage" "$status" "$ctest_passed" "$ctest_failed" "$ctest_skipped" \
     $((SECONDS - stage_start)) "$ctest_secs"
+}
+
+stage_docs() {
+  stage_start=$SECONDS
+  goro_section "docs: relative links in the Markdown files"
+  if "$GORO_ROOT/scripts/check-doc-links.sh"; then
+    record docs ok 1 0 0 $((SECONDS - stage_start))
+  else
+    record docs LINKS 0 1 0 $((SECONDS - stage_start))
+  fi
 }
 
 stage_release() {
@@ -317,9 +329,9 @@ main() {
   local stage
   for stage in $STAGES; do
     case "$stage" in
-      release | readme | asan | tsan | consumer) "stage_$stage" ;;
+      docs | release | readme | asan | tsan | consumer) "stage_$stage" ;;
       *)
-        echo "unknown stage '$stage' (release readme asan tsan consumer)"
+        echo "unknown stage '$stage' (docs release readme asan tsan consumer)"
         record "$stage" ERROR 0 1 0 0
         ;;
     esac
