@@ -22,8 +22,8 @@
 #   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
 #   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
 #   ROUNDS=1             runs per server and scenario; the table takes the median
-#   IDLE_CONNS=10000     connections of the idle scenario (100000 works where the hard
-#                        RLIMIT_NOFILE can be raised, e.g. as root)
+#   IDLE_CONNS=10000     connections of the idle scenario (100000 needs a hard
+#                        RLIMIT_NOFILE above it, or CAP_SYS_RESOURCE to raise it)
 #   BLOCK_CONNS=32 BLOCK_MS=10   the /block load of the handoff scenario
 #   HOGS=4 HOG_MS=3000   the /cpu hogs of the preempt scenario
 #   SCALE_PROCS="1 2 4 8" SCALE_CONNS=256   the scaling scenario (needs 2 x max CPUs;
