@@ -43,6 +43,7 @@ GORO_DEPS_TEST=(
 GORO_DEPS_LOADTEST=(
   golang-go
   nginx
+  libnginx-mod-http-echo  # nginx's /echo and /sleep in loadtest/run.sh
   wrk
   apache2-utils
   gnuplot-nox

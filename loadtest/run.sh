@@ -1,0 +1,705 @@
+#!/usr/bin/env bash
+# goro's HTTP load-test kit: goro-demo against Go net/http, nginx, an Asio + llhttp
+# server and a bare epoll loop, over a set of scenarios, with tables and charts.
+#
+#   loadtest/run.sh [--quick] [scenario...]      (no scenario: all of them)
+#   loadtest/run.sh --list                       the scenarios and what they measure
+#
+# Builds what it needs (Release, in build-bench/), then for each scenario starts each
+# server alone on 127.0.0.1 with the same cores (GORO_MAXPROCS, GOMAXPROCS, nginx
+# worker_processes, Asio and epoll threads = PROCS), pinned with taskset to CPUs
+# 0..PROCS-1 and the clients to the next PROCS CPUs (when the machine has them), warms
+# it up, measures, kills it and moves on. One progress line per step on stderr. Every
+# process it started is killed on exit, Ctrl-C included.
+#
+# Output: loadtest/results/<UTC date-time>/ with results.csv, results.json, table.md,
+# charts (*.png, gnuplot) and the servers' logs; see loadtest/README.md. A full run
+# (all scenarios, no --quick) also refreshes loadtest/results/latest/, which the
+# READMEs show.
+#
+# Knobs (environment):
+#   PEERS="goro go nginx asio epoll"   servers to run (goro is the one the ratios are of)
+#   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
+#   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
+#   ROUNDS=1             runs per server and scenario; the table takes the median
+#   IDLE_CONNS=10000     connections of the idle scenario (100000 needs a hard
+#                        RLIMIT_NOFILE above it, or CAP_SYS_RESOURCE to raise it)
+#   BLOCK_CONNS=32 BLOCK_MS=10   the /block load of the handoff scenario
+#   HOGS=4 HOG_MS=3000   the /cpu hogs of the preempt scenario
+#   SCALE_PROCS="1 2 4 8" SCALE_CONNS=256   the scaling scenario (needs 2 x max CPUs;
+#                        --quick: "1 8")
+#   TASKSET=1            pin servers and clients as above (0: no pinning)
+#   BUILD_DIR=<repo>/build-bench   JOBS=2   OUT_DIR=loadtest/results/<stamp>
+#   LATEST=auto          1: always refresh results/latest, 0: never, auto: full runs
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+http_dir="$here/http"
+
+all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k sleep handoff
+  preempt https idle scaling)
+
+# What each scenario measures, for --list and the report.
+describe() {
+  case "$1" in
+    plaintext-64) echo "GET /plaintext, keep-alive, 64 connections: requests/s" ;;
+    plaintext-1k) echo "GET /plaintext, keep-alive, 1,000 connections: requests/s" ;;
+    plaintext-10k) echo "GET /plaintext, keep-alive, 10,000 connections: requests/s" ;;
+    pipeline16) echo "GET /plaintext pipelined 16 per write (wrk -t1 -c64): requests/s" ;;
+    json) echo "GET /json, 64 connections: requests/s" ;;
+    echo4k) echo "POST /echo with a 4 KiB body, 64 connections: requests/s" ;;
+    sleep) echo "GET /sleep?ms=10, 1,000 connections (each waits 10 ms): requests/s" ;;
+    handoff) echo "GET /plaintext (64 conns) beside ${BLOCK_CONNS:-32} connections of /block?ms=${BLOCK_MS:-10}: plaintext kept" ;;
+    preempt) echo "GET /plaintext (64 conns) beside ${HOGS:-4} /cpu?ms=${HOG_MS:-3000} hogs: plaintext p99, max" ;;
+    https) echo "GET /plaintext over TLS 1.3 (TLS_AES_128_GCM_SHA256, ECDSA P-256), 64 conns: requests/s" ;;
+    idle) echo "${IDLE_CONNS:-10000} idle keep-alive connections: server RSS per connection" ;;
+    scaling) echo "GET /plaintext, ${SCALE_CONNS:-256} conns, at ${SCALE_PROCS:-1 2 4 8} cores: requests/s" ;;
+    *) return 1 ;;
+  esac
+}
+
+# Why `peer` does not run `scenario` (prints nothing when it does).
+does_not_apply() {
+  local scenario=$1 peer=$2
+  case "$peer/$scenario" in
+    nginx/handoff | nginx/preempt)
+      echo "nginx answers from memory; it runs no handler code that could block or spin" ;;
+    nginx/echo4k | nginx/sleep)
+      [ -n "$nginx_echo_module" ] ||
+        echo "needs nginx's echo module (libnginx-mod-http-echo), not installed" ;;
+    epoll/sleep | epoll/handoff | epoll/preempt)
+      echo "the bare loop has no runtime: no timers, no blocking calls, no preemption" ;;
+    epoll/https) echo "the bare loop speaks no TLS" ;;
+    asio/* | epoll/*)
+      [ -x "$bin/loadtest_peer_$peer" ] || echo "loadtest_peer_$peer was not built" ;;
+  esac
+}
+
+log() { printf '%s\n' "$*" >&2; }
+die() {
+  log "run.sh: $*"
+  exit 1
+}
+
+quick=0
+scenarios=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --list)
+      for s in "${all_scenarios[@]}"; do printf '%-14s %s\n' "$s" "$(describe "$s")"; done
+      exit 0
+      ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    -*) die "unknown option $arg (--quick, --list, --help)" ;;
+    *)
+      describe "$arg" >/dev/null || die "unknown scenario '$arg' (--list shows them)"
+      scenarios+=("$arg")
+      ;;
+  esac
+done
+full_run=0
+if [ "${#scenarios[@]}" -eq 0 ]; then
+  scenarios=("${all_scenarios[@]}")
+  [ "$quick" = 0 ] && full_run=1
+fi
+
+peers="${PEERS:-goro go nginx asio epoll}"
+procs="${PROCS:-1}"
+duration="${DURATION:-$([ "$quick" = 1 ] && echo 1 || echo 8)}"
+warmup="${WARMUP:-$([ "$quick" = 1 ] && echo 1 || echo 2)}"
+settle="$([ "$quick" = 1 ] && echo 0.5 || echo 1)" # seconds for a server to quiet down
+rounds="${ROUNDS:-1}"
+idle_conns="${IDLE_CONNS:-10000}"
+block_conns="${BLOCK_CONNS:-32}"
+block_ms="${BLOCK_MS:-10}"
+hogs="${HOGS:-4}"
+hog_ms="${HOG_MS:-3000}"
+# --quick scales at the two ends only, so that it stays under 3 min on 16 CPUs too.
+scale_procs="${SCALE_PROCS:-$([ "$quick" = 1 ] && echo 1 8 || echo 1 2 4 8)}"
+scale_conns="${SCALE_CONNS:-256}"
+pin="${TASKSET:-1}"
+build="${BUILD_DIR:-$root/build-bench}"
+jobs="${JOBS:-2}"
+latest="${LATEST:-auto}"
+stamp="$(date -u +%Y-%m-%dT%H-%M-%SZ)"
+out="${OUT_DIR:-$here/results/$stamp}"
+python="${PYTHON:-python3}"
+
+for tool in wrk cmake curl taskset ss openssl "$python"; do
+  command -v "$tool" >/dev/null || die "'$tool' is required (scripts/deps.sh loadtest)"
+done
+
+# --- build ---------------------------------------------------------------------------
+wants() { [[ " $peers " == *" $1 "* ]]; }
+log "== building in $build (Release)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
+  -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON >/dev/null
+targets=(goro-demo loadtest_idle_client loadtest_peer_epoll)
+cmake --build "$build" --target help | grep -q loadtest_peer_asio && targets+=(loadtest_peer_asio)
+cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
+demo="$build/examples/demo/goro-demo"
+bin="$build/loadtest/http"
+if wants go; then
+  command -v go >/dev/null || die "'go' is required for the Go peer (or leave go out of PEERS)"
+  (cd "$http_dir" && GOCACHE="$build/go-cache" GOPATH="$build/go-path" GO111MODULE=off GOFLAGS="" \
+    go build -o "$bin/hello" hello.go)
+fi
+nginx_bin="$(command -v nginx || true)"
+[ -x /usr/sbin/nginx ] && nginx_bin=/usr/sbin/nginx
+if wants nginx && [ -z "$nginx_bin" ]; then
+  log "== nginx is not installed: left out"
+  peers="${peers/nginx/}"
+fi
+nginx_echo_module=""
+for m in /usr/share/nginx/modules/ngx_http_echo_module.so /usr/lib/nginx/modules/ngx_http_echo_module.so; do
+  [ -f "$m" ] && nginx_echo_module=$m && break
+done
+
+# A throwaway certificate shared by every HTTPS server; the clients offer only
+# TLS_AES_128_GCM_SHA256 (OPENSSL_CONF), so every server negotiates the same cipher.
+tls="$build/loadtest/tls"
+mkdir -p "$tls"
+if [ ! -s "$tls/cert.pem" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$tls/key.pem" -out "$tls/cert.pem" 2>/dev/null
+fi
+cat >"$tls/client.cnf" <<'EOF'
+openssl_conf = loadtest
+[loadtest]
+ssl_conf = loadtest_ssl
+[loadtest_ssl]
+system_default = loadtest_client
+[loadtest_client]
+MinProtocol = TLSv1.3
+Ciphersuites = TLS_AES_128_GCM_SHA256
+EOF
+
+# --- machine -------------------------------------------------------------------------
+ncpu="$(nproc)"
+clk_tck="$(getconf CLK_TCK)"
+max_conns=$idle_conns
+[ "$max_conns" -lt 10000 ] && max_conns=10000
+nofile=$((max_conns + 4096))
+hard="$(ulimit -Hn)"
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$nofile" ]; then
+  ulimit -Hn "$nofile" 2>/dev/null ||
+    log "== RLIMIT_NOFILE hard limit $hard < $nofile and not raisable here"
+fi
+ulimit -n "$(ulimit -Hn)"
+idle_note=""
+if [ "$(ulimit -n)" != unlimited ] && [ $((idle_conns + 64)) -gt "$(ulimit -n)" ]; then
+  idle_note="not available: RLIMIT_NOFILE is $(ulimit -n), too low for $idle_conns connections"
+fi
+
+# CPU lists for `p` server cores: the servers on 0..p-1, the clients on p..2p-1 (or
+# the rest of the machine when it has fewer). Sets server_pin, client_pin, client_threads.
+place() {
+  local p=$1
+  server_pin=()
+  client_pin=()
+  client_threads=$p
+  server_last_cpu=$((ncpu - 1))
+  if [ "$pin" = 1 ] && [ "$ncpu" -gt "$p" ]; then
+    server_last_cpu=$((p - 1))
+    local last=$((2 * p - 1))
+    [ "$last" -ge "$ncpu" ] && last=$((ncpu - 1))
+    server_pin=(taskset -c "0-$((p - 1))")
+    client_pin=(taskset -c "$p-$last")
+    client_threads=$((last - p + 1))
+  fi
+}
+
+# --- processes -----------------------------------------------------------------------
+# Every process started and not yet reaped (a reaped one's pid may be reused: never kill it).
+started=()
+forget() {
+  local p keep=()
+  for p in "${started[@]}"; do [ "$p" != "$1" ] && keep+=("$p"); done
+  started=("${keep[@]}")
+}
+cleanup() {
+  local p c
+  for p in "${started[@]}"; do
+    for c in $(pgrep -P "$p" 2>/dev/null); do kill -KILL "$c" 2>/dev/null || true; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'log "run.sh: interrupted"; exit 130' INT TERM
+
+# The process and its children (nginx's workers).
+tree() { echo "$1" $(pgrep -P "$1" 2>/dev/null); }
+rss_kib() {
+  local p sum=0 v
+  for p in $(tree "$1"); do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+cpu_ticks() {
+  local p sum=0 v
+  for p in $(tree "$1"); do
+    v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# A port below the ephemeral range (no client socket can hold it) that no socket uses.
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
+# Busy ticks (user, nice, system, irq, softirq, steal) of CPUs 0..server_last_cpu: less
+# the server's own ticks, what else ran on its cores (0 on a quiet machine).
+cores_busy_ticks() {
+  awk -v last="$server_last_cpu" '$1 ~ /^cpu[0-9]+$/ && substr($1, 4) + 0 <= last {
+    s += $2 + $3 + $4 + $7 + $8 + $9 } END { print s }' /proc/stat
+}
+
+free_port() {
+  local port
+  while :; do
+    port=$((ephemeral_low - 12000 + RANDOM % 12000))
+    [ -z "$(ss -Htan "sport = :$port")" ] && echo "$port" && return
+  done
+}
+
+# nginx answering what it can from memory, all its state in $1.
+write_nginx_conf() {  # dir port procs scheme
+  local dir=$1 port=$2 p=$3 scheme=$4
+  mkdir -p "$dir/tmp"
+  {
+    echo "daemon off;"
+    if [ "$p" -gt 1 ]; then
+      echo "master_process on;"
+      [ "$(id -u)" = 0 ] && echo "user root;"
+    else
+      echo "master_process off;"
+    fi
+    echo "worker_processes $p;"
+    echo "worker_rlimit_nofile $nofile;"
+    echo "pid $dir/nginx.pid;"
+    echo "error_log $dir/error.log warn;"
+    [ -n "$nginx_echo_module" ] && echo "load_module $nginx_echo_module;"
+    cat <<EOF
+events { worker_connections $nofile; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 120s;
+  client_body_buffer_size 64k;
+  client_body_temp_path $dir/tmp;
+  proxy_temp_path $dir/tmp;
+  fastcgi_temp_path $dir/tmp;
+  uwsgi_temp_path $dir/tmp;
+  scgi_temp_path $dir/tmp;
+  charset utf-8;
+  charset_types text/plain;
+  server {
+    listen 127.0.0.1:$port backlog=4096$([ "$scheme" = https ] && echo " ssl");
+    ssl_certificate $tls/cert.pem;
+    ssl_certificate_key $tls/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    location = / { default_type text/plain; return 200 "Hello, World!"; }
+    location = /plaintext { default_type text/plain; return 200 "Hello, World!"; }
+    location = /json { default_type application/json; return 200 '{"message":"Hello, World!"}'; }
+    location = /healthz { default_type text/plain; return 200 "ok"; }
+EOF
+    if [ -n "$nginx_echo_module" ]; then
+      cat <<'EOF'
+    location = /echo { echo_read_request_body; echo_request_body; }
+    location = /sleep {
+      if ($sleep_seconds = "") { return 400 "query parameter ms must be a non-negative integer\n"; }
+      echo_sleep $sleep_seconds;
+      echo -n ok;
+    }
+  }
+  # ms -> seconds for echo_sleep: 7 -> 0.007, 10 -> 0.010, 1500 -> 01.500
+  map $arg_ms $sleep_seconds {
+    default "";
+    "~^(\d)$" "0.00$1";
+    "~^(\d\d)$" "0.0$1";
+    "~^(\d{0,5})(\d\d\d)$" "0$1.$2";
+  }
+}
+EOF
+    else
+      printf '  }\n}\n'
+    fi
+  } >"$dir/nginx.conf"
+}
+
+# Starts `peer` with `p` cores on a free port; sets server_pid, port, url_base. Tries
+# three ports: another user of the machine may take the one chosen meanwhile.
+start_server() {  # peer p scheme logfile
+  for _ in 1 2 3; do
+    start_server_once "$@" && return 0
+    stop_server
+    grep -qi "in use" "$4" 2>/dev/null || break
+  done
+  log "run.sh: $1 did not start (log: $4)"
+  return 1
+}
+start_server_once() {
+  local peer=$1 p=$2 scheme=$3 logfile=$4 tls_args=()
+  port=$(free_port)
+  url_base="$scheme://127.0.0.1:$port"
+  case "$peer" in
+    goro)
+      [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
+      GORO_MAXPROCS=$p "${server_pin[@]}" "$demo" --addr "127.0.0.1:$port" "${tls_args[@]}" \
+        >"$logfile" 2>&1 &
+      ;;
+    go)
+      [ "$scheme" = https ] && tls_args=(-tls-cert "$tls/cert.pem" -tls-key "$tls/key.pem")
+      GOMAXPROCS=$p "${server_pin[@]}" "$bin/hello" -addr "127.0.0.1:$port" "${tls_args[@]}" \
+        >"$logfile" 2>&1 &
+      ;;
+    asio)
+      [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
+      "${server_pin[@]}" "$bin/loadtest_peer_asio" --addr "127.0.0.1:$port" --threads "$p" \
+        "${tls_args[@]}" >"$logfile" 2>&1 &
+      ;;
+    epoll)
+      "${server_pin[@]}" "$bin/loadtest_peer_epoll" "127.0.0.1:$port" "$p" >"$logfile" 2>&1 &
+      ;;
+    nginx)
+      local dir="$out/nginx/$peer-$port"
+      write_nginx_conf "$dir" "$port" "$p" "$scheme"
+      "${server_pin[@]}" "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" >"$logfile" 2>&1 &
+      ;;
+  esac
+  server_pid=$!
+  started+=("$server_pid")
+  for _ in $(seq 200); do
+    kill -0 "$server_pid" 2>/dev/null || break
+    curl -fsk --max-time 1 "$url_base/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+stop_server() {
+  local c
+  for c in $(pgrep -P "$server_pid" 2>/dev/null); do kill -KILL "$c" 2>/dev/null || true; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  forget "$server_pid"
+}
+
+# wrk with report.lua in front of `script`; the RESULT line's fields become w_* vars.
+lua_for() {  # script-name-or-empty -> path of the combined script
+  local name=${1:-plain} f
+  f="$out/lua/${name%.lua}.lua"
+  if [ ! -f "$f" ]; then
+    mkdir -p "$out/lua"
+    cat "$http_dir/report.lua" >"$f"
+    [ "$name" != plain ] && cat "$http_dir/$name" >>"$f"
+  fi
+  echo "$f"
+}
+run_wrk() {  # conns threads seconds url script timeout_s
+  local conns=$1 threads=$2 seconds=$3 url=$4 script=$5 timeout=${6:-5}
+  [ "$threads" -gt "$conns" ] && threads=$conns
+  echo "== wrk -t$threads -c$conns -d${seconds}s --timeout ${timeout}s $script $url" >>"$wrk_log"
+  OPENSSL_CONF="$tls/client.cnf" "${client_pin[@]}" wrk -t"$threads" -c"$conns" \
+    -d"${seconds}s" --timeout "${timeout}s" -s "$(lua_for "$script")" "$url" >"$wrk_log.run" 2>&1 || true
+  cat "$wrk_log.run" >>"$wrk_log"
+  parse_result "$(grep '^RESULT ' "$wrk_log.run" || true)"
+  rm -f "$wrk_log.run"
+}
+parse_result() {
+  local kv
+  w_requests=0 w_duration_us=1 w_p50_us=0 w_p99_us=0 w_max_us=0
+  w_connect=0 w_read=0 w_write=0 w_timeout=0 w_status=0
+  for kv in ${1#RESULT }; do
+    [[ "$kv" == *=* ]] && printf -v "w_${kv%%=*}" '%s' "${kv#*=}"
+  done
+  w_rps=$(awk -v r="$w_requests" -v d="$w_duration_us" 'BEGIN { printf "%.0f", r / (d / 1e6) }')
+  w_errors=$((w_connect + w_read + w_write + w_timeout + w_status))
+  w_error_detail=""
+  if [ "$w_errors" -gt 0 ]; then
+    w_error_detail="connect=$w_connect read=$w_read write=$w_write timeout=$w_timeout non2xx=$w_status"
+  fi
+}
+ms() { awk -v u="$1" 'BEGIN { printf "%.3f", u / 1000 }'; }
+
+# A wrk load beside the measured one (handoff's /block, preempt's /cpu), run until
+# stop_background; its RESULT becomes bg_rps.
+start_background() {  # conns url timeout_s logfile
+  OPENSSL_CONF="$tls/client.cnf" "${client_pin[@]}" wrk -t1 -c"$1" -d3600s --timeout "$3s" \
+    -s "$(lua_for "")" "$2" >"$4" 2>&1 &
+  bg_pid=$!
+  started+=("$bg_pid")
+}
+stop_background() {  # logfile
+  kill -INT "$bg_pid" 2>/dev/null || true
+  wait "$bg_pid" 2>/dev/null || true
+  forget "$bg_pid"
+  parse_result "$(grep '^RESULT ' "$1" || true)"
+  bg_rps=$(awk -v r="$w_requests" -v d="$w_duration_us" 'BEGIN { printf "%.2f", r / (d / 1e6) }')
+}
+
+# --- plan ----------------------------------------------------------------------------
+csv="$out/results.csv"
+mkdir -p "$out/logs"
+echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s" >"$csv"
+
+csv_row() {  # fields in the header's order
+  local f line="" sep=""
+  for f in "$@"; do
+    [[ "$f" == *[,\"]* ]] && f="\"${f//\"/\"\"}\""
+    line+="$sep$f"
+    sep=,
+  done
+  echo "$line" >>"$csv"
+}
+
+max_scale=0
+for p in $scale_procs; do [ "$p" -gt "$max_scale" ] && max_scale=$p; done
+scaling_note=""
+if [ $((2 * max_scale)) -gt "$ncpu" ]; then
+  scaling_note="not available: needs $((2 * max_scale)) CPUs (servers on ${max_scale}, clients on ${max_scale}); this machine has $ncpu"
+fi
+
+# Seconds one step is expected to take (startup and teardown included), for the plan.
+step_seconds() {
+  case "$1" in
+    handoff | preempt) echo $((warmup + 2 * duration + 2)) ;;
+    idle) echo $((warmup + 5)) ;;
+    *) echo $((warmup + duration + 1)) ;;
+  esac
+}
+steps=()
+planned=0
+for s in "${scenarios[@]}"; do
+  if [ "$s" = idle ] && [ -n "$idle_note" ]; then
+    steps+=("idle skip - - $idle_note")
+    continue
+  fi
+  if [ "$s" = scaling ]; then
+    if [ -n "$scaling_note" ]; then
+      steps+=("scaling skip - - $scaling_note")
+      continue
+    fi
+    for p in $scale_procs; do
+      for r in $(seq "$rounds"); do
+        for peer in $peers; do
+          steps+=("scaling $peer $p $r")
+          planned=$((planned + $(step_seconds scaling)))
+        done
+      done
+    done
+    continue
+  fi
+  for r in $(seq "$rounds"); do
+    for peer in $peers; do
+      steps+=("$s $peer $procs $r")
+      [ -z "$(does_not_apply "$s" "$peer")" ] && planned=$((planned + $(step_seconds "$s")))
+    done
+  done
+done
+log "== ${#steps[@]} steps, about $((planned / 60)) min $((planned % 60)) s; results in $out"
+
+# --- run -----------------------------------------------------------------------------
+t_start=$EPOCHREALTIME
+step=0
+for entry in "${steps[@]}"; do
+  read -r scenario peer p round rest <<<"$entry"
+  step=$((step + 1))
+  elapsed=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { s = int(b - a); printf "%d:%02d", s / 60, s % 60 }')
+  prefix=$(printf '[%2d/%d %s] %-13s %-5s' "$step" "${#steps[@]}" "$elapsed" "$scenario" "$peer")
+  if [ "$peer" = skip ]; then
+    log "$prefix skipped: $rest"
+    csv_row "$scenario" all "" "" skipped "$rest"
+    continue
+  fi
+  why=$(does_not_apply "$scenario" "$peer")
+  if [ -n "$why" ]; then
+    log "$prefix skipped: $why"
+    [ "$round" = 1 ] &&
+      csv_row "$scenario" "$peer" "$p" "" skipped "$why"
+    continue
+  fi
+
+  place "$p"
+  scheme=http path=/plaintext conns=64 script="" timeout=5
+  case "$scenario" in
+    plaintext-1k) conns=1000 ;;
+    plaintext-10k) conns=10000 timeout=10 ;;
+    pipeline16) script=pipeline16.lua client_threads=1 ;;
+    json) path=/json ;;
+    echo4k) path=/echo script=post4k.lua ;;
+    sleep) path="/sleep?ms=10" conns=1000 ;;
+    https) scheme=https ;;
+    scaling) conns=$scale_conns ;;
+    idle) conns=$idle_conns ;;
+  esac
+  logfile="$out/logs/$scenario-$peer-p$p-r$round.log"
+  wrk_log="$out/logs/$scenario-$peer-p$p-r$round.wrk.txt"
+  t_step=$EPOCHREALTIME
+  if ! start_server "$peer" "$p" "$scheme" "$logfile"; then
+    csv_row "$scenario" "$peer" "$p" "$round" failed "did not start (log: $logfile)"
+    continue
+  fi
+  note="" baseline="" retained="" bg_rps="" idle_n="" rss_before="" rss_after="" per_conn=""
+  others=""
+  # wrk's clock includes opening the connections: 10,000 of them take a good part of 1 s.
+  seconds=$duration
+  [ "$conns" -ge 10000 ] && [ "$seconds" -lt 3 ] && seconds=3
+
+  if [ "$scenario" = idle ]; then
+    run_wrk 64 "$client_threads" "$warmup" "$url_base/plaintext" "" 5 # warm-up
+    sleep "$settle"
+    rss_before=$(rss_kib "$server_pid")
+    sources=$((idle_conns / 20000 + 2))
+    idle_log="$out/logs/idle-client-$peer-p$p-r$round.log"
+    "${client_pin[@]}" "$bin/loadtest_idle_client" 127.0.0.1 "$port" "$idle_conns" "$sources" \
+      /plaintext 120 >"$idle_log" 2>&1 &
+    idle_pid=$!
+    started+=("$idle_pid")
+    for _ in $(seq 900); do
+      grep -q '^READY' "$idle_log" 2>/dev/null && break
+      kill -0 "$idle_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    sleep "$settle"
+    rss_after=$(rss_kib "$server_pid")
+    kill -TERM "$idle_pid" 2>/dev/null || true
+    wait "$idle_pid" 2>/dev/null || true
+    forget "$idle_pid"
+    idle_n=$(sed -n 's/^READY connected=\([0-9]*\).*/\1/p' "$idle_log")
+    failed=$(sed -n 's/^READY .*failed=\([0-9]*\).*/\1/p' "$idle_log")
+    closed=$(sed -n 's/^DONE closed_by_server=\([0-9]*\).*/\1/p' "$idle_log")
+    w_errors=$((${failed:-0} + ${closed:-0}))
+    w_error_detail=""
+    [ "$w_errors" -gt 0 ] && w_error_detail="failed=${failed:-?} closed_by_server=${closed:-?}"
+    if [ -n "$idle_n" ] && [ "$idle_n" -gt 0 ]; then
+      per_conn=$(((rss_after - rss_before) * 1024 / idle_n))
+    else
+      note="the idle client connected nothing (log: $idle_log)"
+    fi
+    cpu="" others="" rss="$rss_after"
+    w_rps="" p50="" p99="" maxl=""
+    status=ok
+    [ -z "$per_conn" ] && status=failed
+    log "$prefix $(printf '%s idle: RSS %s -> %s KiB = %s B/conn, errors %s' "${idle_n:-0}" \
+      "$rss_before" "$rss_after" "${per_conn:-?}" "$w_errors")"
+  else
+    run_wrk "$conns" "$client_threads" "$warmup" "$url_base$path" "$script" "$timeout" # warm-up
+    if [ "$scenario" = handoff ] || [ "$scenario" = preempt ]; then
+      run_wrk "$conns" "$client_threads" "$seconds" "$url_base$path" "$script" "$timeout"
+      baseline=$w_rps
+      bg_log="$out/logs/$scenario-$peer-p$p-r$round-load.log"
+      if [ "$scenario" = handoff ]; then
+        start_background "$block_conns" "$url_base/block?ms=$block_ms" 10 "$bg_log"
+      else
+        start_background "$hogs" "$url_base/cpu?ms=$hog_ms" 60 "$bg_log"
+      fi
+      sleep "$settle"
+      timeout=60
+    fi
+    cpu0=$(cpu_ticks "$server_pid")
+    busy0=$(cores_busy_ticks)
+    t0=$EPOCHREALTIME
+    run_wrk "$conns" "$client_threads" "$seconds" "$url_base$path" "$script" "$timeout"
+    t1=$EPOCHREALTIME
+    busy1=$(cores_busy_ticks)
+    cpu1=$(cpu_ticks "$server_pid")
+    rss=$(rss_kib "$server_pid")
+    # The measured run's figures, before stop_background overwrites w_*.
+    rps=$w_rps p50=$(ms "$w_p50_us") p99=$(ms "$w_p99_us") maxl=$(ms "$w_max_us")
+    errors=$w_errors error_detail=$w_error_detail
+    if [ "$scenario" = pipeline16 ]; then
+      # wrk 4.1 records one latency per 16 responses, and its coordinated-omission
+      # correction then puts samples below the minimum that its percentiles never reach.
+      p50="" p99=""
+      note="wrk gives no valid percentiles when pipelining; max only"
+    fi
+    if [ -n "$baseline" ]; then
+      stop_background "$bg_log"
+      retained=$(awk -v a="$rps" -v b="$baseline" 'BEGIN { if (b > 0) printf "%.1f", 100 * a / b }')
+    fi
+    w_rps=$rps w_errors=$errors w_error_detail=$error_detail
+    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
+    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    status=ok
+    if [ "$rps" = 0 ] && [ -n "$baseline" ]; then
+      status=starved p50="" p99="" maxl=""
+      note="no plaintext request was answered in the $seconds s measured"
+    elif [ "$rps" = 0 ]; then
+      status=failed note="wrk completed no request (log: $wrk_log)"
+    fi
+    if [ "$scheme" = https ]; then
+      note=$(OPENSSL_CONF="$tls/client.cnf" openssl s_client -connect "127.0.0.1:$port" \
+        </dev/null 2>/dev/null | sed -n 's/.*Cipher is \(.*\)/\1/p' | head -1)
+    fi
+    extra=""
+    [ -n "$retained" ] && extra=" (unloaded $baseline, kept $retained%, load $bg_rps req/s)"
+    log "$prefix $(printf '%s req/s  p50 %s  p99 %s  max %s ms  errors %s  RSS %s KiB  CPU %s%%  others %s%%%s' \
+      "$rps" "${p50:--}" "${p99:--}" "${maxl:--}" "$w_errors" "$rss" "$cpu" "$others" "$extra")"
+  fi
+  stop_server
+  step_s=$(awk -v a="$t_step" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  csv_row "$scenario" "$peer" "$p" "$round" "$status" "$note" "$conns" "$w_rps" "$p50" "$p99" \
+    "$maxl" "$w_errors" "$w_error_detail" "$rss" "$cpu" "$others" "$baseline" "$retained" "$bg_rps" \
+    "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s"
+done
+total_s=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
+log "== measured in $((total_s / 60)) min $((total_s % 60)) s"
+
+# --- report --------------------------------------------------------------------------
+command_line="loadtest/run.sh${*:+ $*}"
+for knob in PEERS PROCS DURATION WARMUP ROUNDS IDLE_CONNS BLOCK_CONNS BLOCK_MS HOGS HOG_MS \
+  SCALE_PROCS SCALE_CONNS TASKSET; do
+  [ -n "${!knob:-}" ] && command_line="$knob=\"${!knob}\" $command_line"
+done
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit (modified)"
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem_gib=$(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
+{
+  echo "date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "machine=${cpu_model:-unknown CPU}, $ncpu CPUs, $mem_gib GiB, Linux $(uname -r)"
+  echo "command=$command_line"
+  echo "commit=$commit"
+  echo "quick=$quick"
+  echo "procs=$procs"
+  echo "duration_s=$duration"
+  echo "warmup_s=$warmup"
+  echo "rounds=$rounds"
+  echo "peers=$peers"
+  echo "total_s=$total_s"
+  place "$procs"
+  echo "pinning=${server_pin[*]:-no pinning} for servers, ${client_pin[*]:-no pinning} for clients"
+  echo "idle_conns=$idle_conns"
+  echo "scaling=${scaling_note:-ran at $scale_procs cores}"
+  echo "wrk=$(wrk -v 2>&1 | head -1 | sed 's/ Copyright.*//')"
+  echo "go=$(command -v go >/dev/null && go version || echo none)"
+  echo "nginx=$([ -n "$nginx_bin" ] && "$nginx_bin" -v 2>&1 | sed 's/.*: //' || echo none)$([ -n "$nginx_echo_module" ] && echo ' + echo module')"
+  echo "compiler=$(c++ --version | head -1)"
+  echo "openssl=$(openssl version | sed 's/ (Library.*//')"
+  for s in "${scenarios[@]}"; do echo "scenario.$s=$(describe "$s")"; done
+} >"$out/meta.txt"
+"$python" "$here/report.py" "$out"
+if [ "$latest" = 1 ] || { [ "$latest" = auto ] && [ "$full_run" = 1 ]; }; then
+  # The table, the figures and one chart (the others stay in $out).
+  mkdir -p "$here/results/latest"
+  rm -f "$here/results/latest/"*
+  cp "$out/results.csv" "$here/results/latest/"
+  sed '/^Charts: /d' "$out/table.md" >"$here/results/latest/table.md"
+  if [ -f "$out/throughput.png" ]; then
+    cp "$out/throughput.png" "$here/results/latest/"
+    printf '\n![Requests per second](throughput.png)\n' >>"$here/results/latest/table.md"
+  fi
+  log "== loadtest/results/latest refreshed"
+fi
+log "== $out/table.md"
+cat "$out/table.md"
