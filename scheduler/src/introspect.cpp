@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "proc.hpp"
+#include "sched.hpp"
 
 namespace goro::detail {
 

@@ -20,7 +20,8 @@
 
 #include <goro/scheduler/detail/netpoll.hpp>
 
-#include "proc.hpp"
+#include "netpoll.hpp"
+#include "timer.hpp"
 #include "trace.hpp"
 
 #include <sys/epoll.h>

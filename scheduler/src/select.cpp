@@ -18,28 +18,25 @@
 #include <functional>
 
 #include "chan_impl.hpp"
+#include "os.hpp"
 
 namespace goro::detail {
 namespace {
 
-// A per-thread xorshift64* generator. Only called between two safe points of one
-// select() (never across a park), so the thread_local is never used after a G moves.
+// A per-thread random number (os.hpp's generator). Only called between two safe points
+// of one select() (never across a park), so the thread_local is never used after a G
+// moves to another thread.
 [[gnu::noinline]] std::uint32_t fast_random() noexcept {
   thread_local std::uint64_t state = 0;
   if (state == 0) {
     state = static_cast<std::uint64_t>(nanotime()) ^ reinterpret_cast<std::uintptr_t>(&state);
     state |= 1;
   }
-  state ^= state >> 12;
-  state ^= state << 25;
-  state ^= state >> 27;
-  return static_cast<std::uint32_t>((state * 0x2545F4914F6CDD1DULL) >> 32);
+  return next_random(state);
 }
 
 // Uniform in [0, n).
-std::uint32_t fast_random_below(std::uint32_t n) noexcept {
-  return static_cast<std::uint32_t>((static_cast<std::uint64_t>(fast_random()) * n) >> 32);
-}
+std::uint32_t fast_random_below(std::uint32_t n) noexcept { return random_below(fast_random(), n); }
 
 void lock_all(SelectCase* cases, const std::uint16_t* lock_order, int n) noexcept {
   ChanBase* previous = nullptr;

@@ -11,22 +11,18 @@
 // in a blocking call; the first P to become busy again wakes it (pidleget).
 //
 // Preemption of a goroutine that never calls the runtime: sysmon sends SIGURG to its
-// thread. If the signal lands while the goroutine runs user code (it is not inside a
-// RuntimeScope, so it holds no runtime lock and is not touching its P), the handler
-// moves the P to syscall state — exactly what enter_syscall does — and marks the M
-// "detached". sysmon then hands the P off at once, so the P's other goroutines run on
-// another thread while the hog keeps its own. At its next safe point the hog finds the
-// mark and goes through exit_syscall: it gets a P back or is queued globally. Limits:
-// while a hog runs, the process has one more running thread than GOMAXPROCS (the
-// kernel time-slices them); the hog itself is only descheduled by the kernel, not by
-// goro; a hog that holds a std::mutex keeps holding it; and under TSan, signals are
-// delivered only at the thread's next libc call, so a pure loop is not preempted there.
+// thread, and the handler (signals.cpp) leaves the P in syscall state if the goroutine
+// is in user code; sysmon then hands the P off at once, so the P's other goroutines run
+// on another thread while the hog keeps its own. At its next safe point the hog goes
+// through exit_syscall: it gets a P back or is queued globally. Limits: while a hog
+// runs, the process has one more running thread than GOMAXPROCS (the kernel time-slices
+// them); the hog itself is only descheduled by the kernel, not by goro; a hog that
+// holds a std::mutex keeps holding it; and under TSan, signals are delivered only at the
+// thread's next libc call, so a pure loop is not preempted there.
 
-#include "proc.hpp"
-#include "trace.hpp"
+#include "sysmon.hpp"
 
 #include <signal.h>
-#include <sys/ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +30,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "netpoll.hpp"
+#include "queues.hpp"
+#include "schedule.hpp"
+#include "thread.hpp"
+#include "timer.hpp"
+#include "trace.hpp"
 
 namespace goro::detail {
 namespace {
@@ -44,58 +47,6 @@ constexpr std::int64_t kMinDelay = 20'000;
 constexpr std::int64_t kMaxDelay = 10 * kMs;
 constexpr std::int64_t kPollStarvation = 10 * kMs;
 constexpr std::int64_t kStaleTimer = 10 * kMs;  // a due timer nobody ran for this long
-
-struct sigaction old_segv;
-struct sigaction old_bus;
-
-void preempt_handler(int, siginfo_t*, void*) {
-  int saved = errno;
-  M* m = this_m();
-  if (m != nullptr && !m->preempt_detached) {
-    G* g = m->curg.load(std::memory_order_relaxed);
-    P* pp = m->p;
-    if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
-        g->preempt.load(std::memory_order_relaxed)) {
-      PStatus expected = PStatus::running;
-      if (pp->status.compare_exchange_strong(expected, PStatus::syscall,
-                                             std::memory_order_seq_cst)) {
-        m->oldp = pp;
-        m->p = nullptr;
-        pp->m.store(nullptr, std::memory_order_relaxed);
-        m->preempt_detached = 1;
-        pp->detached_by_signal.store(true, std::memory_order_release);
-      }
-    }
-  }
-  errno = saved;
-}
-
-void overflow_handler(int sig, siginfo_t* info, void* uctx) {
-  M* m = this_m();
-  G* g = m ? m->curg.load(std::memory_order_relaxed) : nullptr;
-  if (g != nullptr) {
-    auto* uc = static_cast<ucontext_t*>(uctx);
-#if defined(__x86_64__)
-    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
-#elif defined(__aarch64__)
-    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.sp);
-#endif
-    const bool sp_below = sp < reinterpret_cast<std::uintptr_t>(g->stack.lo) &&
-                          sp + 1024 * 1024 > reinterpret_cast<std::uintptr_t>(g->stack.lo);
-    if (sp_below || stack_is_guard_fault(g->stack, info->si_addr)) {
-      char buf[96];
-      int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
-                            static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
-      if (write(2, buf, static_cast<std::size_t>(n)) < 0) {
-      }
-      signal(SIGABRT, SIG_DFL);
-      abort();
-    }
-  }
-  // Not an overflow: let the previous handler (or the default action) deal with it
-  // when the faulting instruction runs again.
-  sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
-}
 
 // Hands off a P that the preemption handler moved to syscall state. Returns true if
 // it was still in that state.
@@ -212,21 +163,9 @@ void schedtrace(std::int64_t now) {
 
 }  // namespace
 
-void preempt_signal_install() {
-  static bool installed = false;
-  if (installed) return;
-  installed = true;
-  struct sigaction sa = {};
-  sa.sa_sigaction = preempt_handler;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGURG, &sa, nullptr);
-  struct sigaction so = {};
-  so.sa_sigaction = overflow_handler;
-  so.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&so.sa_mask);
-  sigaction(SIGSEGV, &so, &old_segv);
-  sigaction(SIGBUS, &so, &old_bus);
+void sysmon_wake() {
+  sched.sysmon_wait = false;
+  sched.sysmon_note.wakeup();
 }
 
 void sysmon_main() {
@@ -287,7 +226,7 @@ void sysmon_main() {
       if (G* list = netpoll(0, &n)) {
         trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
                     static_cast<std::uint64_t>(n));
-        ready_list(list, n);
+        inject_list(nullptr, list, n);
         idle = 0;
       }
     }

@@ -6,7 +6,9 @@
 // (both guarded by that heap's lock). One M at a time runs a heap's expired timers;
 // the timer being fired is published in running_timer so timer_stop can wait for it.
 
-#include "proc.hpp"
+#include "timer.hpp"
+
+#include "thread.hpp"
 #include "trace.hpp"
 
 #include <sched.h>

@@ -1,6 +1,6 @@
 #include "trace.hpp"
 
-#include "proc.hpp"
+#include "sched.hpp"
 
 #include <cstdio>
 #include <cstdlib>

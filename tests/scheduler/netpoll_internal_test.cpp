@@ -4,7 +4,7 @@
 
 #include <goro/scheduler/detail/netpoll.hpp>
 
-#include "proc.hpp"
+#include "netpoll.hpp"
 #include "stack.hpp"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,7 @@
-// The runtime's data structures: G, M, P and the scheduler state. The design, the
-// invariants and the race protocols are described at the top of proc.cpp.
+// The runtime's data structures: G (a goroutine), M (an OS thread), P (a processor: the
+// right to run Gs) and Sched (what they share). What each state means and who owns the
+// object in it is written beside the state. The model, the invariants and the race
+// protocols are described at the top of schedule.cpp.
 #pragma once
 
 #include <goro/scheduler/detail/runtime.hpp>
@@ -12,19 +14,51 @@
 #include <cstdint>
 #include <vector>
 
+#include "os.hpp"
 #include "runq.hpp"
 #include "stack.hpp"
-
-struct epoll_event;
 
 namespace goro::detail {
 
 struct M;
 struct P;
-class PollDesc;
 
-enum class GStatus : std::uint32_t { idle, runnable, running, waiting, syscall, dead };
-enum class PStatus : std::uint32_t { idle, running, syscall };
+// A goroutine's state. The transitions and who makes them:
+//   dead -> runnable        start_g (a new G), or a free G taken again by new_g
+//   runnable -> running     the M that takes it from a run queue (execute, direct switch)
+//   running -> waiting      park: the G's own M, on g0 or in the G it switched to
+//   waiting -> runnable     ready (any thread), the netpoller, a timer
+//   running -> runnable     yield, preemption at a safe point
+//   running -> syscall      enter_syscall; syscall -> running in exit_syscall
+//   running -> dead         the G's function returned (g_main); its M frees it
+enum class GStatus : std::uint32_t {
+  // On a run queue (a P's ring or runnext, or the global queue), not on any CPU. The
+  // queue owns it: whoever takes it from there runs it.
+  runnable,
+  // Executing on g->m, whose curg it is. Its stack is in use; nobody else touches it.
+  running,
+  // Parked. Exactly one party holds a reference that will ready it (a wait queue of a
+  // channel or lock, a poll descriptor's slot, a timer); its stack is not in use.
+  waiting,
+  // Inside goro::blocking on g->m, which has given its P up (the P is in syscall state,
+  // or handed off). Its stack is in use.
+  syscall,
+  // Not running user code: on a free list (with its stack), or not started yet.
+  dead,
+};
+
+// A P's state.
+enum class PStatus : std::uint32_t {
+  // On sched.pidle; no M. Whoever takes it from there (pidleget, under sched.lock)
+  // owns it.
+  idle,
+  // Owned by p->m, which runs its Gs. Only that M touches the P's owner-only fields.
+  running,
+  // Its M is in a blocking call (enter_syscall) or was detached by the preemption
+  // signal. The M gets it back by CAS syscall -> running (exit_syscall); sysmon may
+  // take it instead by CAS syscall -> idle and hand it off (handoffp).
+  syscall,
+};
 
 // What the scheduler stack does after a goroutine switched to it.
 enum class SwitchReason : std::uint8_t { park, yield, preempt, exit, syscall_no_p };
@@ -32,7 +66,7 @@ enum class SwitchReason : std::uint8_t { park, yield, preempt, exit, syscall_no_
 // The C++ runtime's per-thread exception state (libsupc++'s __cxa_eh_globals): the
 // stack of caught exceptions (for `throw;`) and std::uncaught_exceptions(). It belongs
 // to the goroutine, not the thread: every switch saves the leaving context's and
-// installs the entering one's (see eh_swap in proc.cpp).
+// installs the entering one's (switch.hpp).
 struct EhState {
   void* caught = nullptr;
   unsigned int uncaught = 0;
@@ -43,9 +77,9 @@ struct EhState {
 struct G {
   void* sp = nullptr;                // saved stack pointer while switched out
   std::atomic<std::uint64_t> id{0};  // atomic: sysmon may read a G being reused
-  std::atomic<GStatus> status{GStatus::idle};
+  std::atomic<GStatus> status{GStatus::dead};
   M* m = nullptr;     // the M running it (valid while running)
-  G* link = nullptr;  // global run queue / free lists
+  G* link = nullptr;  // netpoll's ready list
   Stack stack;
   void (*entry)(void*) = nullptr;
   void* closure = nullptr;
@@ -65,25 +99,17 @@ struct G {
 #endif
 };
 
-// A note: a one-shot sleep/wake-up on a futex (Go's note).
-struct Note {
-  std::atomic<std::uint32_t> key{0};
-  void sleep();                     // until wakeup(); then clears the note
-  bool sleep_for(std::int64_t ns);  // false on timeout; clears the note
-  void wakeup();
-};
-
-// An OS thread.
+// An OS thread. Its fields are its own thread's, except where marked.
 struct M {
   int id = 0;
   pthread_t thread{};
   std::atomic<G*> curg{nullptr};  // running goroutine, nullptr on g0 (read by sysmon)
   P* p = nullptr;                 // attached P
-  P* nextp = nullptr;             // P handed over by startm
+  P* nextp = nullptr;             // P handed over by startm (set before its wakeup)
   P* oldp = nullptr;              // P left in syscall state by enter_syscall
   bool spinning = false;          // looking for work (counted in nmspinning)
   Note park;                      // stopm sleeps here
-  M* link = nullptr;              // idle M list
+  M* link = nullptr;              // idle M list (sched.lock)
   std::uint64_t rand_state = 0;
   void* g0_sp = nullptr;  // g0's saved stack pointer while a G runs
   EhState g0_eh;          // g0's exception state while a G runs
@@ -103,7 +129,7 @@ struct M {
   // Set by the preemption signal handler on this thread: the P was left in syscall
   // state for sysmon to hand off; the G must reacquire a P at its next safe point.
   volatile sig_atomic_t preempt_detached = 0;
-  std::atomic<bool> exited{false};
+  std::atomic<bool> exited{false};  // read by run_main's shutdown
   void* sigstack = nullptr;
   const char* g0_stack_lo = nullptr;  // for ASan's fiber annotations
   std::size_t g0_stack_size = 0;
@@ -115,6 +141,9 @@ struct M {
 #endif
   void* trace_buffer = nullptr;
 };
+
+// A random number for m's scheduling decisions (no shared state).
+inline std::uint32_t fastrand(M* m) { return next_random(m->rand_state); }
 
 // Per-P timer heap (4-ary, by `when`), guarded by `lock`. timer0 mirrors the earliest
 // deadline (0 = none) so other threads can look without the lock.
@@ -140,25 +169,32 @@ struct PStats {
   std::atomic<std::uint64_t> runs{0};             // Gs executed on this P
 };
 
-// A processor: the right to run Gs, with its local run queue.
+// Increments a statistic that only the P's owner writes: a plain load and store, no
+// locked instruction on the hot path (readers may see a slightly old value).
+inline void bump(std::atomic<std::uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// A processor: the right to run Gs, with its local run queue. Fields marked (owner)
+// are touched only by the M that holds the P.
 struct P {
   int id = 0;
   std::atomic<PStatus> status{PStatus::idle};
   std::atomic<M*> m{nullptr};  // read by sysmon to preempt
-  P* link = nullptr;           // idle P list
+  P* link = nullptr;           // idle P list (sched.lock)
   RunQueue runq;
-  std::uint32_t schedtick = 0;  // incremented at every schedule (owner only)
-  std::uint32_t switches = 0;   // every direct switch, inheriting ones too (owner only)
+  std::uint32_t schedtick = 0;                  // (owner) incremented at every schedule
+  std::uint32_t switches = 0;                   // (owner) every direct switch, inheriting ones too
   std::atomic<std::uint32_t> schedtick_pub{0};  // schedtick, published for sysmon
   std::atomic<std::uint32_t> syscalltick{0};
   // Set by the preemption signal handler when it moved this P to syscall state:
   // sysmon hands such a P off at once instead of waiting a tick.
   std::atomic<bool> detached_by_signal{false};
   TimerHeap timers;
-  G* gfree[64];  // dead Gs with default-size stacks (owner only)
+  G* gfree[64];  // (owner) dead Gs with default-size stacks
   int gfree_count = 0;
-  std::uint64_t goid_next = 0, goid_end = 0;
-  // sysmon's last observation of this P.
+  std::uint64_t goid_next = 0, goid_end = 0;  // (owner) a batch of goroutine ids
+  // sysmon's last observation of this P (sysmon only).
   std::uint32_t seen_schedtick = 0;
   std::int64_t seen_schedwhen = 0;
   std::uint32_t seen_syscalltick = 0;
@@ -202,8 +238,12 @@ class GQueue {
   std::size_t head_ = 0, size_ = 0;
 };
 
-// Global scheduler state. `lock` guards the fields marked (lock).
+// Global scheduler state. `lock` guards the fields marked (lock); the atomics beside
+// them can be read without it.
 struct Sched {
+  // Whether a goro::run is running (set and cleared by run_main; new_g checks it).
+  std::atomic<bool> running{false};
+
   Lock lock;
   // Global run queue (lock); size also readable without the lock.
   GQueue runq;
@@ -223,12 +263,13 @@ struct Sched {
   int gomaxprocs = 0;
   std::vector<P*> all_p;
   std::size_t default_stack = 256 * 1024;
+  // Numbers coprime with gomaxprocs: the strides of random victim orders (stealing).
+  std::vector<std::uint32_t> coprimes;
 
   // Global free Gs with default-size stacks (gfree_lock).
   Lock gfree_lock;
   GQueue gfree;
-  std::atomic<int> gfree_count{0};       // also read without the lock, as a hint
-  std::vector<G*> all_g_stacks_to_free;  // guarded stacks to free at shutdown
+  std::atomic<int> gfree_count{0};  // also read without the lock, as a hint
 
   std::atomic<std::uint64_t> goid_gen{0};
   std::atomic<std::int64_t> lastpoll{0};    // 0 while an M is blocked in the netpoller
@@ -266,46 +307,8 @@ inline M* this_m() noexcept {
   return m;
 }
 #else
+extern __attribute__((tls_model("initial-exec"))) thread_local M* tls_m;
 M* this_m() noexcept;
 #endif
-
-// Scheduler entry points shared by the runtime's files (proc.cpp unless noted).
-void ready_list(G* list, int n);  // make a chain of runnable Gs (netpoll)
-void wakep();
-// A P's earliest timer became `when`: break the M blocked in the netpoller if it would
-// sleep past it, or, with nobody polling, start an M to poll (Go's wakeNetPoller).
-void wake_net_poller(std::int64_t when);
-void handoffp(P* pp);
-void startm(P* pp, bool spinning);
-void globrunqput(G* g);  // caller holds sched.lock
-void preempt_signal_install();
-void sysmon_wake();  // caller holds sched.lock
-void sysmon_main();  // sysmon.cpp
-std::uint32_t fastrand(M* m);
-
-// The syscall protocol (proc.cpp).
-void enter_syscall(bool hand_off_now);
-void exit_syscall();
-void exit_syscall_after_preempt();
-
-// Timers (timer.cpp). run_timers runs this P's expired timers and returns the next
-// deadline (0 if none).
-std::int64_t run_timers(P* pp, std::int64_t now);
-std::int64_t earliest_timer();  // over all Ps, 0 if none
-// Disarms t without waiting for a fire in progress (for timers that are never freed).
-bool timer_stop_nowait(Timer* t);
-
-// Netpoller (netpoll.cpp).
-void netpoll_init();
-void netpoll_shutdown();
-bool netpoll_inited();
-G* netpoll(std::int64_t delay_ns, int* count);  // delay < 0: block; 0: poll
-// The Gs that n events returned by epoll make runnable (netpoll's second half; tests
-// feed it events). take_break: consume the eventfd's break (blocking polls only).
-G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* count);
-// The data word epoll returns with pd's events while its current registration lasts.
-std::uint64_t poll_event_data(PollDesc* pd);
-void netpoll_break();
-bool netpoll_anything_waiting();
 
 }  // namespace goro::detail

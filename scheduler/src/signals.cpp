@@ -1,0 +1,102 @@
+// The runtime's signal handlers.
+//
+// Preemption (SIGURG). sysmon sends it to the thread of a goroutine that has run 10 ms
+// without a scheduling point while something waits for its P (sysmon.cpp). If the
+// signal lands while the goroutine runs user code (no RuntimeScope open, so it holds no
+// runtime lock and is not touching its P), the handler leaves the P in syscall state,
+// exactly as enter_syscall does, and marks the M "detached"; sysmon then hands the P
+// off at once. The handler never switches stacks: C++ code interrupted inside malloc
+// or holding a thread-local cache cannot be resumed later on another thread.
+//
+// Stack overflow (SIGSEGV, SIGBUS). A fault on a goroutine's guard page or red zone, or
+// with the stack pointer just below its stack, is reported as "goroutine N: stack
+// overflow" (on the alternate signal stack each M has). Any other fault goes to the
+// handler that was installed before ours (or the default action).
+
+#include "signals.hpp"
+
+#include <signal.h>
+#include <sys/ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "syscall.hpp"
+
+namespace goro::detail {
+namespace {
+
+struct sigaction old_segv;
+struct sigaction old_bus;
+
+void preempt_handler(int, siginfo_t*, void*) {
+  int saved = errno;
+  M* m = this_m();
+  if (m != nullptr && !m->preempt_detached) {
+    G* g = m->curg.load(std::memory_order_relaxed);
+    P* pp = m->p;
+    // Only the P's own M changes a running P's state, and that M is the one this
+    // handler interrupted: the state cannot change under us.
+    if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
+        g->preempt.load(std::memory_order_relaxed) &&
+        pp->status.load(std::memory_order_relaxed) == PStatus::running) {
+      leave_p_in_syscall(m, pp);
+      m->preempt_detached = 1;
+      pp->detached_by_signal.store(true, std::memory_order_release);
+    }
+  }
+  errno = saved;
+}
+
+void overflow_handler(int sig, siginfo_t* info, void* uctx) {
+  M* m = this_m();
+  G* g = m ? m->curg.load(std::memory_order_relaxed) : nullptr;
+  if (g != nullptr) {
+    auto* uc = static_cast<ucontext_t*>(uctx);
+#if defined(__x86_64__)
+    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+    auto sp = static_cast<std::uintptr_t>(uc->uc_mcontext.sp);
+#endif
+    const bool sp_below = sp < reinterpret_cast<std::uintptr_t>(g->stack.lo) &&
+                          sp + 1024 * 1024 > reinterpret_cast<std::uintptr_t>(g->stack.lo);
+    if (sp_below || stack_is_guard_fault(g->stack, info->si_addr)) report_stack_overflow(g);
+  }
+  // Not an overflow: let the previous handler (or the default action) deal with it
+  // when the faulting instruction runs again.
+  sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
+}
+
+}  // namespace
+
+void report_stack_overflow(const G* g) {
+  char buf[96];
+  int n = std::snprintf(buf, sizeof buf, "goroutine %llu: stack overflow\n",
+                        static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)));
+  if (write(2, buf, static_cast<std::size_t>(n)) < 0) {
+  }
+  // The default action, not a handler of the program's: this stack cannot run one.
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
+void install_runtime_signals() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  struct sigaction sa = {};
+  sa.sa_sigaction = preempt_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGURG, &sa, nullptr);
+  struct sigaction so = {};
+  so.sa_sigaction = overflow_handler;
+  so.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&so.sa_mask);
+  sigaction(SIGSEGV, &so, &old_segv);
+  sigaction(SIGBUS, &so, &old_bus);
+}
+
+}  // namespace goro::detail

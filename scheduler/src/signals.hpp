@@ -1,0 +1,16 @@
+// The runtime's signals (signals.cpp): SIGURG preempts a goroutine that never calls
+// the runtime, SIGSEGV/SIGBUS on a guard page report a stack overflow.
+#pragma once
+
+#include "sched.hpp"
+
+namespace goro::detail {
+
+// Installs the preemption and overflow handlers (once per process).
+void install_runtime_signals();
+
+// Prints "goroutine N: stack overflow" on stderr and aborts the process. Async-signal
+// safe: also called from the SIGSEGV handler, on the thread's alternate signal stack.
+[[noreturn]] void report_stack_overflow(const G* g);
+
+}  // namespace goro::detail

@@ -1,0 +1,149 @@
+// The syscall protocol, and RuntimeScope.
+//
+// A goroutine about to make a call that may block in the kernel (goro::blocking)
+// leaves its P in syscall state without giving it up: a short call takes it back with
+// one CAS. sysmon hands the P to another M if the call lasts a whole tick while there
+// is work (sysmon.cpp); the goroutine then takes any idle P when its call returns, or,
+// with none, is queued globally while its M parks.
+//
+// RuntimeScope marks runtime code running on a goroutine: the preemption signal leaves
+// such a goroutine's P alone, and the outermost scope is a safe point, where a pending
+// preemption is honoured, a P the signal detached is taken back, and a goroutine inside
+// goro::blocking leaves the syscall state for the runtime call it makes.
+
+#include "syscall.hpp"
+
+#include "queues.hpp"
+#include "switch.hpp"
+#include "thread.hpp"
+#include "trace.hpp"
+
+namespace goro::detail {
+
+// RuntimeScope: see detail/runtime.hpp. The outermost scope is a safe point.
+RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
+  if (g_ == nullptr) return;
+  if (g_->in_runtime++ != 0) return;
+  // The preemption signal handler runs on this thread and reads in_runtime: the
+  // increment must be in place before we look at the P.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  M* m = g_->m;
+  if (m->preempt_detached) {
+    // The preemption signal left our P for sysmon; get a P back before touching one.
+    m->preempt_detached = 0;
+    exit_syscall_after_preempt();
+  }
+  if (g_->status.load(std::memory_order_relaxed) == GStatus::syscall) {
+    // A runtime call from inside goro::blocking (a channel, a lock, a sleep, the
+    // network): it may park or touch a P, and this thread gave its P up. Leave the
+    // syscall state for the call, as if the blocking function had returned, and go
+    // back into it when the call is done. Nothing of the runtime is held here: this is
+    // the outermost scope.
+    exit_syscall();
+    reenter_syscall_ = true;
+  }
+  if (g_->preempt.load(std::memory_order_relaxed)) {
+    g_->preempt.store(false, std::memory_order_relaxed);
+    switch_to_g0(g_, SwitchReason::preempt);
+  }
+}
+
+RuntimeScope::~RuntimeScope() {
+  if (g_ == nullptr) return;
+  if (reenter_syscall_) enter_syscall(false);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  g_->in_runtime--;
+}
+
+void enter_syscall(bool hand_off_now) {
+  M* m = this_m();
+  G* g = m->curg;
+  P* pp = m->p;
+  trace_event(TraceKind::syscall_enter, g->id.load(std::memory_order_relaxed),
+              static_cast<std::uint64_t>(pp->id));
+  g->status.store(GStatus::syscall, std::memory_order_relaxed);
+  leave_p_in_syscall(m, pp);
+  sched.nmsys.fetch_add(1, std::memory_order_relaxed);
+  if (hand_off_now) {
+    PStatus expected = PStatus::syscall;
+    if (pp->status.compare_exchange_strong(expected, PStatus::idle, std::memory_order_seq_cst)) {
+      m->oldp = nullptr;
+      pp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+      handoffp(pp);
+    }
+  } else if (sched.sysmon_wait) {
+    // sysmon sleeps while the runtime is idle; it must watch this call, closely.
+    sched.sysmon_kick.store(true, std::memory_order_release);
+    sched.lock.lock();
+    if (sched.sysmon_wait) sysmon_wake();
+    sched.lock.unlock();
+  } else if (sched.sysmon_delay.load(std::memory_order_relaxed) > 1'000'000 &&
+             !sched.sysmon_kick.exchange(true, std::memory_order_acq_rel)) {
+    // sysmon has backed off (up to 10 ms): the P of this call would wait that long to
+    // be handed off. Kick it back to its shortest delay (once per back-off).
+    sched.sysmon_note.wakeup();
+  }
+}
+
+void exit_syscall() {
+  M* m = this_m();
+  G* g = m->curg;
+  sched.nmsys.fetch_sub(1, std::memory_order_relaxed);
+  P* oldp = m->oldp;
+  m->oldp = nullptr;
+  // Fast path: our P was not retaken.
+  if (oldp) {
+    PStatus expected = PStatus::syscall;
+    if (oldp->status.compare_exchange_strong(expected, PStatus::running,
+                                             std::memory_order_seq_cst)) {
+      m->p = oldp;
+      oldp->m = m;
+      oldp->syscalltick.fetch_add(1, std::memory_order_relaxed);
+      g->status.store(GStatus::running, std::memory_order_relaxed);
+      trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 0);
+      return;
+    }
+  }
+  // Any idle P.
+  sched.lock.lock();
+  P* pp = sched.exiting.load(std::memory_order_relaxed) ? nullptr : pidleget();
+  sched.lock.unlock();
+  if (pp) {
+    acquirep(m, pp);
+    g->status.store(GStatus::running, std::memory_order_relaxed);
+    trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 1);
+    return;
+  }
+  // None: queue the G globally and park this M (it picks up work when woken).
+  trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 2);
+  g->in_runtime++;
+  switch_to_g0(g, SwitchReason::syscall_no_p);
+  g->in_runtime--;
+}
+
+void exit_syscall_after_preempt() {
+  sched.nmsys.fetch_add(1, std::memory_order_relaxed);  // balanced by exit_syscall
+  M* m = this_m();
+  if (m->oldp) m->oldp->detached_by_signal.store(false, std::memory_order_release);
+  exit_syscall();
+}
+
+SyscallScope::SyscallScope(bool hand_off_now) noexcept : active_(false) {
+  G* g = current_g();
+  if (g == nullptr) return;  // not on a goroutine: nothing to hand off
+  // goro::blocking inside goro::blocking: already in the syscall state.
+  if (g->status.load(std::memory_order_relaxed) == GStatus::syscall) return;
+  RuntimeScope scope;  // safe point, and no preemption signal in between
+  enter_syscall(hand_off_now);
+  active_ = true;
+}
+
+SyscallScope::~SyscallScope() {
+  if (!active_) return;
+  G* g = current_g();
+  g->in_runtime++;
+  exit_syscall();
+  g->in_runtime--;
+}
+
+}  // namespace goro::detail

@@ -1,0 +1,30 @@
+// The syscall protocol (syscall.cpp): a goroutine in a call that may block in the
+// kernel leaves its P in syscall state, for sysmon to hand off if the call lasts.
+#pragma once
+
+#include "sched.hpp"
+
+namespace goro::detail {
+
+// Leaves pp, which m holds, in syscall state: m keeps it as oldp and may take it back
+// (exit_syscall) unless sysmon retakes it first. The state is published last, so
+// sysmon never sees a P in syscall state that still names its M. Used by
+// enter_syscall and by the preemption signal handler (async-signal safe).
+inline void leave_p_in_syscall(M* m, P* pp) {
+  m->oldp = pp;
+  m->p = nullptr;
+  pp->m.store(nullptr, std::memory_order_relaxed);
+  pp->status.store(PStatus::syscall, std::memory_order_seq_cst);
+}
+
+// The calling goroutine enters a blocking call: its P goes to syscall state, or is
+// handed off at once (hand_off_now, for calls known to block long).
+void enter_syscall(bool hand_off_now);
+// The call returned: take the old P back, or an idle one, or queue the goroutine
+// globally and park this M until a P is free.
+void exit_syscall();
+// At a safe point of a goroutine whose P the preemption signal left in syscall state:
+// as exit_syscall.
+void exit_syscall_after_preempt();
+
+}  // namespace goro::detail

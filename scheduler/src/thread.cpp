@@ -1,0 +1,221 @@
+// Ms: the OS threads that run goroutines. How they start (newm), sleep when there is
+// nothing to do (stopm), are woken with a P to run (startm, wakep), and how a P whose
+// M is stuck in a blocking call or was preempted goes to another M (handoffp).
+
+#include "thread.hpp"
+
+#include <cxxabi.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "machine_context.hpp"
+#include "netpoll.hpp"
+#include "queues.hpp"
+#include "schedule.hpp"
+#include "trace.hpp"
+
+namespace goro::detail {
+namespace {
+void mthread_main(M* m);
+}  // namespace
+
+void setup_thread(M* m) {
+  tls_m = m;
+  m->errno_slot = &errno;
+  m->eh_slot = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
+  // Threads started from sysmon inherit its signal mask, which blocks the preemption
+  // signal: every M must receive it.
+  sigset_t preempt_signal;
+  sigemptyset(&preempt_signal);
+  sigaddset(&preempt_signal, SIGURG);
+  pthread_sigmask(SIG_UNBLOCK, &preempt_signal, nullptr);
+  m->rand_state = (static_cast<std::uint64_t>(m->id) + 1) * 0x9E3779B97F4A7C15ULL ^
+                  static_cast<std::uint64_t>(nanotime());
+  if (m->rand_state == 0) m->rand_state = 1;
+  // An alternate signal stack, so that a stack overflow can still be reported.
+  const std::size_t size = 64 * 1024;
+  m->sigstack = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m->sigstack != MAP_FAILED) {
+    stack_t ss{};
+    ss.ss_sp = m->sigstack;
+    ss.ss_size = size;
+    sigaltstack(&ss, nullptr);
+  } else {
+    m->sigstack = nullptr;
+  }
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* lo = nullptr;
+    std::size_t sz = 0;
+    pthread_attr_getstack(&attr, &lo, &sz);
+    m->g0_stack_lo = static_cast<const char*>(lo);
+    m->g0_stack_size = sz;
+    pthread_attr_destroy(&attr);
+  }
+#if defined(GORO_TSAN)
+  m->tsan_fiber = __tsan_get_current_fiber();
+#endif
+}
+
+void teardown_thread(M* m) {
+  if (m->sigstack) {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+    munmap(m->sigstack, 64 * 1024);
+    m->sigstack = nullptr;
+  }
+  trace_flush_m(m);
+  tls_m = nullptr;
+}
+
+namespace {
+
+// Starts a new M that will run pp (spinning if asked).
+void newm(P* pp, bool spinning) {
+  M* m = new M();
+  m->nextp = pp;
+  m->spinning = spinning;
+  sched.lock.lock();
+  if (static_cast<int>(sched.all_m.size()) >= sched.max_m) {
+    sched.lock.unlock();
+    std::fprintf(stderr, "goro: fatal error: thread limit reached (%d Ms)\n", sched.max_m);
+    std::abort();
+  }
+  m->id = static_cast<int>(sched.all_m.size());
+  sched.all_m.push_back(m);
+  sched.lock.unlock();
+  sched.mcount.fetch_add(1, std::memory_order_relaxed);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1024 * 1024);
+  int rc = pthread_create(
+      &m->thread, &attr,
+      [](void* arg) -> void* {
+        mthread_main(static_cast<M*>(arg));
+        return nullptr;
+      },
+      m);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    std::fprintf(stderr, "goro: fatal error: cannot create a thread: %s\n", std::strerror(rc));
+    std::abort();
+  }
+}
+
+}  // namespace
+
+// Parks the current M until startm hands it a P (or the runtime exits).
+void stopm(M* m) {
+  sched.lock.lock();
+  if (sched.exiting.load(std::memory_order_relaxed)) {
+    sched.lock.unlock();
+    return;
+  }
+  mput(m);
+  sched.lock.unlock();
+  trace_event(TraceKind::m_park, 0, 0);
+  m->park.sleep();
+  if (m->nextp) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+}
+
+void startm(P* pp, bool spinning) {
+  sched.lock.lock();
+  if (pp == nullptr) {
+    pp = pidleget();
+    if (pp == nullptr) {
+      sched.lock.unlock();
+      if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_seq_cst);
+      return;
+    }
+  }
+  M* nm = sched.exiting.load(std::memory_order_relaxed) ? nullptr : mget();
+  sched.lock.unlock();
+  if (nm == nullptr) {
+    newm(pp, spinning);
+    return;
+  }
+  nm->spinning = spinning;
+  nm->nextp = pp;
+  nm->park.wakeup();
+}
+
+void wakep() {
+  if (sched.npidle.load(std::memory_order_seq_cst) == 0) return;
+  std::int32_t zero = 0;
+  if (sched.nmspinning.load(std::memory_order_seq_cst) != 0 ||
+      !sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_seq_cst))
+    return;
+  startm(nullptr, true);
+}
+
+void wake_net_poller(std::int64_t when) {
+  if (sched.lastpoll.load(std::memory_order_seq_cst) == 0) {
+    // poll_until is 0 or the time the blocked poll runs to: at worst a spurious
+    // break, never a missed one.
+    std::int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
+    if (until == 0 || until > when) netpoll_break();
+  } else {
+    wakep();  // nobody in the poller: get an M there to watch the new timer
+  }
+}
+
+// Hands off pp, whose M is blocked (in a syscall) or gone: start an M for it if there
+// is work or nobody is spinning, else put it on the idle list.
+void handoffp(P* pp) {
+  trace_event(TraceKind::handoff, 0, static_cast<std::uint64_t>(pp->id));
+  sched.handoffs.fetch_add(1, std::memory_order_relaxed);
+  if (!pp->runq.empty() || sched.runq_size.load(std::memory_order_seq_cst) != 0) {
+    startm(pp, false);
+    return;
+  }
+  std::int32_t zero = 0;
+  if (sched.nmspinning.load(std::memory_order_seq_cst) +
+              sched.npidle.load(std::memory_order_seq_cst) ==
+          0 &&
+      sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_seq_cst)) {
+    startm(pp, true);
+    return;
+  }
+  sched.lock.lock();
+  if (sched.runq_size.load(std::memory_order_relaxed) != 0) {
+    sched.lock.unlock();
+    startm(pp, false);
+    return;
+  }
+  // The last running P: somebody must keep polling the network and running timers.
+  if (sched.npidle.load(std::memory_order_relaxed) == sched.gomaxprocs - 1 &&
+      sched.lastpoll.load(std::memory_order_relaxed) != 0) {
+    sched.lock.unlock();
+    startm(pp, false);
+    return;
+  }
+  std::int64_t when = pp->timers.timer0.load(std::memory_order_acquire);
+  pidleput(pp);
+  sched.lock.unlock();
+  if (when != 0) wake_net_poller(when);
+}
+
+namespace {
+
+void mthread_main(M* m) {
+  setup_thread(m);
+  if (m->nextp) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+  schedule_loop(m);
+  teardown_thread(m);
+  m->exited.store(true, std::memory_order_release);
+}
+
+}  // namespace
+}  // namespace goro::detail
