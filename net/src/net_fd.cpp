@@ -22,13 +22,6 @@ namespace goro::net::detail {
 
 namespace rt = goro::detail;
 
-namespace {
-// The netpoller's name for a mode (detail/netpoll.hpp).
-constexpr char poll_mode(IoMode mode) noexcept {
-  return mode == IoMode::read ? 'r' : mode == IoMode::write ? 'w' : 'b';
-}
-}  // namespace
-
 // Holds a reference (and the read or write lock) for one operation; the last release
 // of a closed NetFd destroys the descriptor.
 class NetFd::OpGuard {
@@ -117,7 +110,7 @@ bool NetFd::deadline_passed(IoMode mode) const noexcept {
 // Parks until the fd may be ready for mode. The hot paths compare the status and build
 // an error only when it is not ready (a std::error_code costs a call to
 // std::system_category() even when it holds no error).
-rt::PollStatus NetFd::wait(IoMode mode) noexcept { return rt::poll_wait(pd_, poll_mode(mode)); }
+rt::PollStatus NetFd::wait(IoMode mode) noexcept { return rt::poll_wait(pd_, mode); }
 
 namespace {
 std::error_code wait_error(rt::PollStatus status) noexcept {
@@ -131,7 +124,7 @@ std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   std::int64_t ns = to_nanotime(d);
   if (mode != IoMode::write) read_deadline_.store(ns, std::memory_order_relaxed);
   if (mode != IoMode::read) write_deadline_.store(ns, std::memory_order_relaxed);
-  rt::poll_set_deadline(pd_, ns, poll_mode(mode));
+  rt::poll_set_deadline(pd_, ns, mode);
   return {};
 }
 
@@ -321,7 +314,7 @@ std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
   if (e != EINPROGRESS && e != EALREADY && e != EINTR) return errno_code(e);
   if (deadline != 0) {
     if (rt::nanotime() >= deadline) return errc::timeout;
-    rt::poll_set_deadline(pd_, deadline, poll_mode(IoMode::write));
+    rt::poll_set_deadline(pd_, deadline, IoMode::write);
   }
   std::error_code result;
   for (;;) {
@@ -346,7 +339,7 @@ std::error_code NetFd::connect(const Addr& addr, std::int64_t deadline) {
     socklen_t sl = sizeof ss;
     if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) break;
   }
-  if (deadline != 0) rt::poll_set_deadline(pd_, 0, poll_mode(IoMode::write));
+  if (deadline != 0) rt::poll_set_deadline(pd_, 0, IoMode::write);
   return result;
 }
 

@@ -30,8 +30,8 @@
 
 namespace goro::net::detail {
 
-// The direction an operation or a deadline concerns.
-enum class IoMode : std::uint8_t { read, write, both };
+// The direction an operation or a deadline concerns (the netpoller's).
+using IoMode = goro::detail::IoMode;
 
 class NetFd {
  public:

@@ -1,9 +1,41 @@
-// The netpoller: one epoll instance (edge-triggered, in|out|rdhup|pri), an eventfd to break
-// a blocking wait, and a PollDesc per registered descriptor with a reader and a writer
-// slot. See detail/netpoll.hpp for the contract.
+// The netpoller: one epoll instance for the whole process, an eventfd to break a
+// blocking wait, and a PollDesc per registered descriptor.
 //
-// A slot (rg / wg) holds kEmpty, kReady (an edge arrived that nobody consumed yet),
-// kWait (a G is committing to wait) or a G*. Transitions, all by CAS:
+// The contract between the netpoller and the scheduler (as Go's netpoll.go states its
+// own). The netpoller owns no thread and runs no goroutine; the scheduler calls it:
+//   netpoll_init / netpoll_shutdown   run_main, once per run.
+//   netpoll(0)                        find_runnable (step 6), and sysmon when nobody has
+//                                     polled for 10 ms: look without waiting.
+//   netpoll(delay), delay != 0        find_runnable, by the one M that has nothing to
+//                                     run: wait for an event, a break, or until the
+//                                     earliest timer of any P (delay < 0: no timer).
+//   netpoll_break                     anyone who needs that M awake: a new earliest
+//                                     timer (wake_net_poller), a G queued while every P
+//                                     is idle, shutdown.
+// netpoll returns the Gs its events made runnable, linked through G::link and still
+// marked waiting; the caller makes them runnable and queues them (inject_list): on its
+// own P when it has one, else on the global queue, waking Ms for them. The netpoller
+// itself calls ready() only for wake-ups that are not I/O events: a deadline timer
+// firing and poll_evict.
+//
+// sched.lastpoll is 0 while an M is blocked in netpoll(delay) and otherwise the time of
+// the last poll; exchanging it to 0 is how an M claims the blocking poll (one M at a
+// time). sched.poll_until is when that blocked poll returns by itself (0: never), so
+// that a timer adder knows whether a break is needed (wake_net_poller); it is set after
+// lastpoll is claimed and cleared before lastpoll is restored. The break is an eventfd
+// (level-triggered, at most one write pending): only a blocking poll consumes it, so a
+// non-blocking poll cannot swallow the break meant for the M that is blocked.
+// netpoll_anything_waiting says whether any G is parked on a PollDesc: with none and no
+// timer, an idle M does not block in epoll at all but parks on its note.
+//
+// Registration: poll_open once per descriptor, edge-triggered for in, out, rdhup and
+// pri (TCP urgent data stops a read short with data still queued, so the reader must
+// not take a short read as proof that the queue is drained). Edges are kept in the
+// slots below, so none is lost between two waits.
+//
+// A PollDesc's slot (rg for the reader, wg for the writer) holds kEmpty, kReady (an
+// edge arrived that nobody consumed yet), kWait (a G is committing to wait) or a G*.
+// Transitions, all by CAS:
 //   waiter:  empty -> wait (before parking), wait -> G* (in the park commit, on g0);
 //            ready -> empty (consumes a pending edge without parking);
 //   notifier (epoll event, deadline, evict): wait/G* -> ready or empty, readying the G.
@@ -56,7 +88,7 @@ class PollDesc {
   struct DeadlineTimer {
     Timer timer;
     PollDesc* pd = nullptr;
-    char mode = 'r';
+    IoMode mode = IoMode::read;
   };
 
   int fd = -1;
@@ -85,7 +117,9 @@ std::mutex cache_mu;  // guards free_pds and all_pds
 PollDesc* free_pds = nullptr;
 std::vector<PollDesc*> all_pds;
 
-std::atomic<std::uintptr_t>& slot(PollDesc* pd, char mode) { return mode == 'r' ? pd->rg : pd->wg; }
+std::atomic<std::uintptr_t>& slot(PollDesc* pd, IoMode mode) {
+  return mode == IoMode::read ? pd->rg : pd->wg;
+}
 
 // epoll's data word for a registration: the address, below bit 48, and the sequence.
 constexpr int kTagShift = 48;
@@ -97,7 +131,7 @@ std::uint64_t tagged(PollDesc* pd, std::uint16_t seq) {
 
 // Clears a waiting slot; returns the G to ready, if one was parked there. With
 // io_ready, leaves kReady behind so a later wait does not miss this edge.
-G* unblock(PollDesc* pd, char mode, bool io_ready) {
+G* unblock(PollDesc* pd, IoMode mode, bool io_ready) {
   auto& s = slot(pd, mode);
   for (;;) {
     std::uintptr_t old = s.load(std::memory_order_acquire);
@@ -125,18 +159,18 @@ void deadline_fire(Timer* t) {
   auto* dt = reinterpret_cast<PollDesc::DeadlineTimer*>(t);
   PollDesc* pd = dt->pd;
   pd->lock.lock();
-  const std::int64_t deadline = dt->mode == 'r' ? pd->rd : pd->wd;
+  const std::int64_t deadline = dt->mode == IoMode::read ? pd->rd : pd->wd;
   if (deadline == 0 || deadline > nanotime()) {  // changed since this timer was armed
     pd->lock.unlock();
     return;
   }
   G* g = nullptr;
-  if (dt->mode == 'r') {
+  if (dt->mode == IoMode::read) {
     pd->rd_expired.store(true, std::memory_order_release);
-    g = unblock(pd, 'r', false);
+    g = unblock(pd, IoMode::read, false);
   } else {
     pd->wd_expired.store(true, std::memory_order_release);
-    g = unblock(pd, 'w', false);
+    g = unblock(pd, IoMode::write, false);
   }
   pd->lock.unlock();
   if (g) ready(g);
@@ -250,8 +284,8 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
       pd->hangup.store(true, std::memory_order_release);
     G* gs[2] = {nullptr, nullptr};
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
-      gs[0] = unblock(pd, 'r', true);
-    if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, 'w', true);
+      gs[0] = unblock(pd, IoMode::read, true);
+    if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, IoMode::write, true);
     for (G* g : gs) {
       if (!g) continue;
       g->link = nullptr;
@@ -294,8 +328,8 @@ PollDesc* poll_open(int fd) {
   pd->wd_expired.store(false);
   pd->rd = pd->wd = 0;
   pd->rt.pd = pd->wt.pd = pd;
-  pd->rt.mode = 'r';
-  pd->wt.mode = 'w';
+  pd->rt.mode = IoMode::read;
+  pd->wt.mode = IoMode::write;
   pd->lock.unlock();
 #if defined(GORO_TSAN)
   // The kernel orders this epoll_ctl before the epoll_pwait2 that returns pd, but TSan
@@ -337,17 +371,17 @@ void poll_close(PollDesc* pd) {
 void poll_evict(PollDesc* pd) {
   pd->lock.lock();
   pd->closing.store(true, std::memory_order_release);
-  G* r = unblock(pd, 'r', false);
-  G* w = unblock(pd, 'w', false);
+  G* r = unblock(pd, IoMode::read, false);
+  G* w = unblock(pd, IoMode::write, false);
   pd->lock.unlock();
   if (r) ready(r);
   if (w) ready(w);
 }
 
-PollStatus poll_wait(PollDesc* pd, char mode) {
+PollStatus poll_wait(PollDesc* pd, IoMode mode) {
   RuntimeScope scope;
   auto& s = slot(pd, mode);
-  auto& expired = mode == 'r' ? pd->rd_expired : pd->wd_expired;
+  auto& expired = mode == IoMode::read ? pd->rd_expired : pd->wd_expired;
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return PollStatus::closed;
     if (expired.load(std::memory_order_acquire)) return PollStatus::timeout;
@@ -365,7 +399,7 @@ PollStatus poll_wait(PollDesc* pd, char mode) {
     // Recheck after announcing the wait: an evict or deadline in between saw kWait
     // and will have cleared it, making the commit fail.
     if (!pd->closing.load(std::memory_order_acquire) && !expired.load(std::memory_order_acquire)) {
-      park(wait_commit, &s, mode == 'r' ? WaitReason::io_read : WaitReason::io_write);
+      park(wait_commit, &s, mode == IoMode::read ? WaitReason::io_read : WaitReason::io_write);
     }
     old = s.exchange(kEmpty, std::memory_order_acq_rel);
     if (old == kReady) return PollStatus::ready;
@@ -378,12 +412,12 @@ std::uint64_t poll_event_data(PollDesc* pd) {
 
 bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
-void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
+void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode) {
   G* woken[2] = {nullptr, nullptr};
   std::int64_t wake[2] = {0, 0};  // timer_wake after the unlock: it may start a thread
   pd->lock.lock();
   const std::int64_t now = nanotime();
-  auto apply = [&](char which, std::int64_t& field, PollDesc::DeadlineTimer& dt,
+  auto apply = [&](IoMode which, std::int64_t& field, PollDesc::DeadlineTimer& dt,
                    std::atomic<bool>& expired, G*& out, std::int64_t& wake_at) {
     field = deadline;
     timer_stop_nowait(&dt.timer);
@@ -398,8 +432,8 @@ void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode) {
     dt.timer.fire = deadline_fire;
     wake_at = timer_add(&dt.timer);
   };
-  if (mode == 'r' || mode == 'b') apply('r', pd->rd, pd->rt, pd->rd_expired, woken[0], wake[0]);
-  if (mode == 'w' || mode == 'b') apply('w', pd->wd, pd->wt, pd->wd_expired, woken[1], wake[1]);
+  if (mode != IoMode::write) apply(IoMode::read, pd->rd, pd->rt, pd->rd_expired, woken[0], wake[0]);
+  if (mode != IoMode::read) apply(IoMode::write, pd->wd, pd->wt, pd->wd_expired, woken[1], wake[1]);
   pd->lock.unlock();
   for (std::int64_t w : wake) timer_wake(w);
   for (G* g : woken)

@@ -188,9 +188,9 @@ top:
   std::int64_t now = 0;
   *inherit = false;
 
-  // 0. This P's due timers first, as Go does (DESIGN.md lists them fourth): a P whose
-  // local queue never drains — a goroutine that keeps yielding — would otherwise
-  // never fire them. Costs a clock read only when a timer is pending.
+  // 0. This P's due timers first, as Go does: a P whose local queue never drains (a
+  // goroutine that keeps yielding) would otherwise never fire them. Costs a clock read
+  // only when a timer is pending.
   if (std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire); t0 != 0) {
     now = nanotime();
     if (t0 <= now) run_timers(pp, now);

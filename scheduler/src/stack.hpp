@@ -20,14 +20,14 @@
 //    still be zero, when the goroutine exits and at every switch once the mark is within
 //    8 KiB of the bottom. Either failure aborts with the same message. The canary is not
 //    read at every switch of a shallow goroutine because the first read of an untouched
-//    page is a page fault (measured: 7% of the time to park 200k fresh goroutines); the
-//    exit check pays that fault once per fresh stack (recycled stacks keep the mapping),
-//    and catches an overflow that came and went between two switches before the stack
-//    is reused. An overflow deeper than the red zone that never switches can reach the
-//    slot below; it still faults at the arena's
-//    guard page at the latest. A server keeps its hot goroutines on the pooled,
-//    guarded stacks: stacks are reused, so the budget is only exceeded by programs with
-//    more than ~8k goroutines alive at once.
+//    page is a page fault, a noticeable share of the cost of parking a fresh goroutine;
+//    the exit check pays that fault once per fresh stack (recycled stacks keep the
+//    mapping), and catches an overflow that came and went between two switches before
+//    the stack is reused. An overflow deeper than the red zone that never switches can
+//    reach the slot below; it still faults at the arena's guard page at the latest. A
+//    server keeps its hot goroutines on the pooled, guarded stacks: stacks are reused,
+//    so the budget is only exceeded by programs with more than ~8k goroutines alive at
+//    once.
 #pragma once
 
 #include <cstddef>

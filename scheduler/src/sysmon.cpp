@@ -210,8 +210,8 @@ void sysmon_main() {
         sched.sysmon_wakeups.fetch_add(1, std::memory_order_relaxed);
         // Woken because a P got busy: go on at the backed-off delay, as Go's sysmon
         // does, unless a blocking call asked to be watched closely (sysmon_kick, read
-        // at the top of the loop). Starting over at 20 us here cost an idle server with
-        // a 100 ms ticker some 60 wake-ups per tick.
+        // at the top of the loop). Starting over at 20 us would cost a server idle but
+        // for a slow ticker dozens of wake-ups per tick.
         continue;
       }
       sched.lock.unlock();
@@ -233,8 +233,9 @@ void sysmon_main() {
     // A timer overdue by more than a tick that nobody has run: its P is idle and the
     // M that should have woken for it did not (Go's sysmon does the same check). Wake
     // the poller, and start a spinning M, which runs every P's due timers when it
-    // steals. Seen with a goroutine that never parks (a read loop against a deadline
-    // in the past) while the only other goroutines slept on an idle P's timers.
+    // steals. This happens when the M that was blocked in the netpoller takes a
+    // goroutine that never parks (a read loop against a deadline in the past) while
+    // the other goroutines sleep on an idle P's timers.
     // (sysmon's back-off is left alone: on an overloaded machine timers run late
     // anyway, and waking Ms every 20 us would only add load.)
     if (std::int64_t next = earliest_timer(); next != 0 && next + kStaleTimer < now) {

@@ -110,7 +110,7 @@ TEST_P(Netpoll, ReadinessWakesParkedReader) {
     wg.add(2);
     goro::go([&] {
       parked_once.store(true);
-      status = goro::detail::poll_wait(p.pd, 'r');
+      status = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
       woke.store(nanotime());
       got = p.read_byte();
       wg.done();
@@ -134,7 +134,7 @@ TEST_P(Netpoll, ReadinessWakesParkedReader) {
 // Only the M blocked in the netpoller watches the timers of idle Ps. When it takes a
 // goroutine that then never enters the runtime (here a loop of pure user code, as a
 // read loop against a deadline in the past is), nobody is left watching them; sysmon's
-// check for overdue timers (docs/scheduler.md, Departures) must bound how late they
+// check for overdue timers (docs/design.md, Decisions) must bound how late they
 // run. Go bounds it by preempting every goroutine after 10 ms.
 TEST_P(Netpoll, TimersOfIdlePsRunWhileTheExPollerNeverYields) {
   run([] {
@@ -147,7 +147,7 @@ TEST_P(Netpoll, TimersOfIdlePsRunWhileTheExPollerNeverYields) {
       wg.add(2);
       goro::go([&] {  // the reader: woken by a write from outside, then never yields
         parked.store(true);
-        (void)goro::detail::poll_wait(p.pd, 'r');
+        (void)goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
         const std::int64_t end = nanotime() + 600 * kMs;
         while (nanotime() < end) {
         }
@@ -182,7 +182,7 @@ TEST_P(Netpoll, EdgeBeforeWaitIsNotLost) {
     ASSERT_TRUE(a.open());
     a.write_byte('1');
     std::int64_t t0 = nanotime();
-    PollStatus s = goro::detail::poll_wait(a.pd, 'r');
+    PollStatus s = goro::detail::poll_wait(a.pd, goro::detail::IoMode::read);
     std::int64_t took = nanotime() - t0;
     EXPECT_EQ(s, PollStatus::ready) << status_name(s);
     EXPECT_LT(took, 50 * kMs);
@@ -195,7 +195,7 @@ TEST_P(Netpoll, EdgeBeforeWaitIsNotLost) {
     b.write_byte('2');
     goro::sleep(20ms);
     t0 = nanotime();
-    s = goro::detail::poll_wait(b.pd, 'r');
+    s = goro::detail::poll_wait(b.pd, goro::detail::IoMode::read);
     took = nanotime() - t0;
     EXPECT_EQ(s, PollStatus::ready) << status_name(s);
     EXPECT_LT(took, 20 * kMs);
@@ -204,10 +204,10 @@ TEST_P(Netpoll, EdgeBeforeWaitIsNotLost) {
     // (c) An edge consumed by a wait is not reported twice: with the pipe drained, a
     // wait with a deadline times out.
     b.write_byte('3');
-    EXPECT_EQ(goro::detail::poll_wait(b.pd, 'r'), PollStatus::ready);
+    EXPECT_EQ(goro::detail::poll_wait(b.pd, goro::detail::IoMode::read), PollStatus::ready);
     EXPECT_EQ(b.read_byte(), '3');
-    goro::detail::poll_set_deadline(b.pd, nanotime() + 30 * kMs, 'r');
-    s = goro::detail::poll_wait(b.pd, 'r');
+    goro::detail::poll_set_deadline(b.pd, nanotime() + 30 * kMs, goro::detail::IoMode::read);
+    s = goro::detail::poll_wait(b.pd, goro::detail::IoMode::read);
     EXPECT_EQ(s, PollStatus::timeout) << status_name(s);
     a.close();
     b.close();
@@ -218,18 +218,18 @@ TEST_P(Netpoll, DeadlineInThePastTimesOutAtOnce) {
   run([] {
     Pipe p;
     ASSERT_TRUE(p.open());
-    goro::detail::poll_set_deadline(p.pd, nanotime() - 1, 'r');
+    goro::detail::poll_set_deadline(p.pd, nanotime() - 1, goro::detail::IoMode::read);
     const std::int64_t t0 = nanotime();
-    PollStatus s = goro::detail::poll_wait(p.pd, 'r');
+    PollStatus s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
     const std::int64_t took = nanotime() - t0;
     EXPECT_EQ(s, PollStatus::timeout) << status_name(s);
     EXPECT_LT(took, 5 * kMs);
     // Stays expired until the deadline is changed.
-    EXPECT_EQ(goro::detail::poll_wait(p.pd, 'r'), PollStatus::timeout);
+    EXPECT_EQ(goro::detail::poll_wait(p.pd, goro::detail::IoMode::read), PollStatus::timeout);
     // Clearing it: data is reported again.
-    goro::detail::poll_set_deadline(p.pd, 0, 'r');
+    goro::detail::poll_set_deadline(p.pd, 0, goro::detail::IoMode::read);
     p.write_byte();
-    s = goro::detail::poll_wait(p.pd, 'r');
+    s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
     EXPECT_EQ(s, PollStatus::ready) << status_name(s);
     p.close();
   });
@@ -246,8 +246,8 @@ TEST_P(Netpoll, DeadlineAheadTimesOutOnTime) {
       Pipe p;
       ASSERT_TRUE(p.open());
       const std::int64_t t0 = nanotime();
-      goro::detail::poll_set_deadline(p.pd, t0 + 50 * kMs, 'r');
-      s = goro::detail::poll_wait(p.pd, 'r');
+      goro::detail::poll_set_deadline(p.pd, t0 + 50 * kMs, goro::detail::IoMode::read);
+      s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
       took = nanotime() - t0;
       p.close();
     });
@@ -277,18 +277,18 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
       Pipe p;
       ASSERT_TRUE(p.open());
       const std::int64_t t0 = nanotime();
-      goro::detail::poll_set_deadline(p.pd, t0 + c.first * kMs, 'r');
+      goro::detail::poll_set_deadline(p.pd, t0 + c.first * kMs, goro::detail::IoMode::read);
       std::int64_t woke = 0;
       PollStatus s = PollStatus::ready;
       goro::WaitGroup wg;
       wg.add(1);
       goro::go([&] {
-        s = goro::detail::poll_wait(p.pd, 'r');
+        s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
         woke = nanotime();
         wg.done();
       });
       goro::sleep(std::chrono::nanoseconds(t0 + 10 * kMs - nanotime()));
-      goro::detail::poll_set_deadline(p.pd, t0 + c.second * kMs, 'r');
+      goro::detail::poll_set_deadline(p.pd, t0 + c.second * kMs, goro::detail::IoMode::read);
       wg.wait();
       const std::int64_t at = woke - t0;
       std::printf("[figure] deadline %s (%d P): woke at %.2f ms\n", c.what, goro::maxprocs(),
@@ -302,18 +302,18 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
     Pipe p;
     ASSERT_TRUE(p.open());
     const std::int64_t t0 = nanotime();
-    goro::detail::poll_set_deadline(p.pd, t0 + 30 * kMs, 'r');
+    goro::detail::poll_set_deadline(p.pd, t0 + 30 * kMs, goro::detail::IoMode::read);
     std::atomic<std::int64_t> woke{0};
     PollStatus s = PollStatus::timeout;
     goro::WaitGroup wg;
     wg.add(1);
     goro::go([&] {
-      s = goro::detail::poll_wait(p.pd, 'r');
+      s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
       woke.store(nanotime());
       wg.done();
     });
     goro::sleep(10ms);
-    goro::detail::poll_set_deadline(p.pd, 0, 'r');
+    goro::detail::poll_set_deadline(p.pd, 0, goro::detail::IoMode::read);
     goro::sleep(std::chrono::nanoseconds(t0 + 60 * kMs - nanotime()));
     EXPECT_EQ(woke.load(), 0) << "woke although the deadline was cleared";
     p.write_byte();
@@ -334,7 +334,7 @@ TEST_P(Netpoll, EvictWakesParkedReaderWithClosed) {
     wg.add(1);
     goro::go([&] {
       started.store(true);
-      s = goro::detail::poll_wait(p.pd, 'r');
+      s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
       woke.store(nanotime());
       wg.done();
     });
@@ -348,8 +348,8 @@ TEST_P(Netpoll, EvictWakesParkedReaderWithClosed) {
     EXPECT_LT(woke.load() - t0, 20 * kMs);
     // Later waits return closed at once, for both modes, even with data pending.
     p.write_byte();
-    EXPECT_EQ(goro::detail::poll_wait(p.pd, 'r'), PollStatus::closed);
-    EXPECT_EQ(goro::detail::poll_wait(p.pd, 'w'), PollStatus::closed);
+    EXPECT_EQ(goro::detail::poll_wait(p.pd, goro::detail::IoMode::read), PollStatus::closed);
+    EXPECT_EQ(goro::detail::poll_wait(p.pd, goro::detail::IoMode::write), PollStatus::closed);
     p.close();
   });
 }
@@ -373,7 +373,7 @@ TEST_P(Netpoll, ThousandParkedReadersAllWake) {
     for (int i = 0; i < kPipes; ++i) {
       goro::go([&, i] {
         started.fetch_add(1);
-        PollStatus s = goro::detail::poll_wait(pipes[i].pd, 'r');
+        PollStatus s = goro::detail::poll_wait(pipes[i].pd, goro::detail::IoMode::read);
         if (s == PollStatus::ready && pipes[i].read_byte() == static_cast<char>('a' + i % 26))
           good.fetch_add(1);
         done.fetch_add(1);
@@ -406,7 +406,7 @@ TEST_P(Netpoll, IdleRuntimeWithParkedReadersBurnsNoCpu) {
     for (int i = 0; i < kPipes; ++i) {
       goro::go([&, i] {
         started.fetch_add(1);
-        goro::detail::poll_wait(pipes[i].pd, 'r');
+        goro::detail::poll_wait(pipes[i].pd, goro::detail::IoMode::read);
         done.fetch_add(1);
       });
     }

@@ -322,7 +322,7 @@ void scenario(bool* netpoll_woke) {
     EXPECT_NE(other_ran.load(), 0);
     EXPECT_LT(other_ran.load(), hog_end.load()) << "the hog was not preempted within 2 s";
   }
-  // A pipe read through the netpoller: one goroutine parks in poll_wait('r'), another
+  // A pipe read through the netpoller: one goroutine parks in poll_wait(read), another
   // writes after 5 ms.
   {
     int fds[2];
@@ -332,7 +332,8 @@ void scenario(bool* netpoll_woke) {
     goro::WaitGroup wg;
     wg.add(2);
     goro::go([&] {
-      *netpoll_woke = goro::detail::poll_wait(pd, 'r') == goro::detail::PollStatus::ready;
+      *netpoll_woke = goro::detail::poll_wait(pd, goro::detail::IoMode::read) ==
+                      goro::detail::PollStatus::ready;
       wg.done();
     });
     goro::go([&] {

@@ -1,8 +1,8 @@
 // goro runtime: boot the scheduler, start goroutines, yield, sleep, run blocking calls.
 //
 // A goroutine ("G") is a function with its own small stack, run by the M:N scheduler
-// described at the top of scheduler/src/proc.cpp. Every blocking operation offered by
-// goro (channels, Mutex, sleep, network I/O) parks the G, never the OS thread.
+// described in docs/design.md and at the top of scheduler/src/schedule.cpp. Every blocking
+// operation offered by goro (channels, Mutex, sleep, network I/O) parks the G, never the OS thread.
 //
 // Thread-local hazards: a G may resume on a different OS thread after any goro call
 // that can block, so `thread_local` variables are per-thread, not per-goroutine, and a
@@ -87,7 +87,9 @@ void go(F&& fn) {
   go(GoOptions{}, std::forward<F>(fn));
 }
 
-// Lets other goroutines run; the caller is put back on the global run queue.
+// Lets other goroutines run: the caller goes to the tail of its P's local run queue
+// (Go's Gosched puts it on the global queue; see docs/design.md) and runs again after
+// the goroutines queued before it.
 void yield();
 
 // Parks the calling goroutine for at least d (a timer; no thread sleeps).

@@ -1,7 +1,9 @@
 // The runtime's netpoller interface for goro::net (internal; see detail/runtime.hpp).
 //
-// One epoll instance, each descriptor registered once, edge-triggered, for in, out and
-// rdhup. A PollDesc has a reader slot and a writer slot; at most one G waits in each.
+// One epoll instance, each descriptor registered once, edge-triggered, for in, out,
+// rdhup and pri. A PollDesc has a reader slot and a writer slot; at most one G waits in
+// each. How the netpoller and the scheduler work together is written at the top of
+// scheduler/src/netpoll.cpp.
 // Contract:
 //  - poll_open / poll_close: by the owner of the descriptor, once each.
 //  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
@@ -20,6 +22,9 @@ class PollDesc;
 
 enum class PollStatus : std::uint8_t { ready, timeout, closed };
 
+// The direction a wait or a deadline concerns.
+enum class IoMode : std::uint8_t { read, write, both };
+
 // Registers the non-blocking descriptor fd. Returns nullptr with errno set on failure.
 PollDesc* poll_open(int fd);
 
@@ -30,19 +35,19 @@ void poll_close(PollDesc* pd);
 // Wakes any G parked on pd with PollStatus::closed; later waits return closed at once.
 void poll_evict(PollDesc* pd);
 
-// Waits until the descriptor may be readable ('r') or writable ('w') since the last
+// Waits until the descriptor may be readable (read) or writable (write) since the last
 // wait, the deadline for that mode passes, or pd is evicted. A readiness edge that
 // arrived before the wait is not lost. Parks the G; never blocks the thread.
-PollStatus poll_wait(PollDesc* pd, char mode);
+PollStatus poll_wait(PollDesc* pd, IoMode mode);  // mode: read or write
 
 // Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
 // local shutdown, or an error) or TCP urgent data: either can leave something to read
 // after a read that came back short, with no edge to announce it. Sticky.
 bool poll_hangup_or_urgent_seen(PollDesc* pd);
 
-// Sets the deadline of mode 'r', 'w' or 'b' (both): an absolute nanotime(), 0 for none,
+// Sets the deadline of mode read, write or both: an absolute nanotime(), 0 for none,
 // or a time in the past (waits then return timeout at once). A G already parked sees
 // the new deadline.
-void poll_set_deadline(PollDesc* pd, std::int64_t deadline, char mode);
+void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode);
 
 }  // namespace goro::detail

@@ -80,7 +80,7 @@ class RuntimeScope {
 
  private:
   G* g_;
-  bool reenter_syscall_ = false;  // entered from inside goro::blocking (see proc.cpp)
+  bool reenter_syscall_ = false;  // entered from inside goro::blocking (syscall.cpp)
 };
 
 // A small lock for runtime data structures: spins briefly, then sleeps on a futex.
