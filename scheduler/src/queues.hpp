@@ -13,22 +13,17 @@
 
 namespace goro::detail {
 
-// Puts g at the tail of the global run queue. (lock)
-inline void globrunqput(G* g) {
-  sched.runq.push(g);
-  sched.runq_size.fetch_add(1, std::memory_order_seq_cst);
-}
+// Puts g at the tail of the global run queue. (lock) Out of line, as every function
+// here that is off the local fast path: inlined, it would cost its callers registers.
+void globrunqput(G* g);
+
+// Moves a batch that spilled from pp's full ring to the global queue (takes the lock).
+void globrunqput_spill(P* pp, G** batch, std::uint32_t n);
 
 // Puts g on pp's local queue, into runnext when `next`; a full ring spills half of
 // itself into the global queue. pp's owner only.
 inline void runqput(P* pp, G* g, bool next) {
-  runqput(pp->runq, g, next, [pp](G** batch, std::uint32_t n) {
-    sched.lock.lock();
-    for (std::uint32_t i = 0; i < n; ++i) sched.runq.push(batch[i]);
-    sched.runq_size.fetch_add(static_cast<std::int32_t>(n), std::memory_order_seq_cst);
-    sched.lock.unlock();
-    pp->stats.overflows.fetch_add(1, std::memory_order_relaxed);
-  });
+  runqput(pp->runq, g, next, [pp](G** batch, std::uint32_t n) { globrunqput_spill(pp, batch, n); });
 }
 
 // Takes a G from pp's local queue (runq.hpp's runqget). pp's owner only.

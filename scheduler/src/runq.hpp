@@ -72,7 +72,7 @@ inline bool runq_push_tail(RunQueue& q, G* g) {
 // Owner only. Fails if a thief took something meanwhile (the caller retries the fast
 // path).
 template <class Spill>
-bool runqputslow(RunQueue& q, G* g, std::uint32_t h, std::uint32_t t, Spill&& spill) {
+bool runqputslow(RunQueue& q, G* g, std::uint32_t h, std::uint32_t t, Spill spill) {
   constexpr std::uint32_t n = kRunQueueSize / 2;
   if (t - h != kRunQueueSize) fatal("runqputslow: queue is not full");
   G* batch[n + 1];
@@ -89,7 +89,7 @@ bool runqputslow(RunQueue& q, G* g, std::uint32_t h, std::uint32_t t, Spill&& sp
 // Puts g on q; into runnext when `next` (the previous runnext is kicked to the ring's
 // tail). When the ring is full, half of it goes to spill (see runqputslow). Owner only.
 template <class Spill>
-void runqput(RunQueue& q, G* g, bool next, Spill&& spill) {
+void runqput(RunQueue& q, G* g, bool next, Spill spill) {
   if (next) {
     G* old = q.runnext.exchange(g, std::memory_order_acq_rel);
     if (old == nullptr) return;

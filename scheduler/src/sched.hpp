@@ -228,7 +228,7 @@ class GQueue {
   void clear() { head_ = size_ = 0; }
 
  private:
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<G*> bigger(slots_.empty() ? 256 : slots_.size() * 2);
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = slots_[(head_ + i) & (slots_.size() - 1)];
     slots_.swap(bigger);

@@ -115,8 +115,9 @@ inline void switch_to_g(M* m, G* g) {
   switch_context(m, &m->g0_sp, &g0_errno, &m->g0_eh, fake, target_of(g), &m, false);
 }
 
-// g -> its M's g0, telling g0 why. Returns when some M runs g again.
-inline void switch_to_g0(G* g, SwitchReason reason) {
+// g -> its M's g0, telling g0 why. Returns when some M runs g again. Not inlined: it
+// is the slow path of park and yield, whose fast paths must not pay for its frame.
+[[gnu::noinline]] inline void switch_to_g0(G* g, SwitchReason reason) {
   M* m = g->m;
   m->switch_reason = reason;
   char probe;
