@@ -2,7 +2,7 @@
 # Cross-builds goro for AArch64 on an x86-64 Debian machine and runs the AArch64 smoke
 # test (tests/arch/aarch64_smoke.cpp) under qemu-user with GORO_MAXPROCS=1, 2 and 4.
 # Not part of CI: it checks the code that only an AArch64 build compiles and runs
-# (scheduler/src/switch_aarch64.S, the AArch64 parts of scheduler/src/context.hpp and
+# (scheduler/src/switch_aarch64.S, the AArch64 parts of scheduler/src/machine_context.hpp and
 # net/src/sys.hpp, ...).
 #
 #   scripts/check-aarch64.sh [BUILD_DIR]     (default: build-aarch64 in the repository)

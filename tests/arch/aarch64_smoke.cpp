@@ -1,7 +1,7 @@
 // AArch64 smoke test: the port-specific parts of goro, run for real.
 //
 // The AArch64 context switch (scheduler/src/switch_aarch64.S), the first frame of a
-// goroutine (scheduler/src/context.hpp) and the raw recvfrom/sendto system calls
+// goroutine (scheduler/src/machine_context.hpp) and the raw recvfrom/sendto system calls
 // (net/src/sys.hpp) are only exercised by running goroutines on an AArch64 machine.
 // scripts/check-aarch64.sh cross-compiles this file and runs it under qemu-aarch64
 // with GORO_MAXPROCS=1, 2 and 4. It needs no GoogleTest and no OpenSSL (neither is
