@@ -34,7 +34,7 @@ inline G* runqget(P* pp, bool* inherit, std::uint32_t* left = nullptr) {
 }
 
 // One G from the head of the global queue, or nullptr. (lock)
-inline G* globrunqget_one() {
+inline G* global_runq_pop() {
   if (sched.runq.empty()) return nullptr;
   G* g = sched.runq.pop();
   sched.runq_size.fetch_sub(1, std::memory_order_relaxed);
@@ -49,12 +49,12 @@ inline G* globrunqget(P* pp, int max) {
   int n = std::min(size, size / sched.gomaxprocs + 1);
   if (max > 0 && n > max) n = max;
   n = std::min<int>(n, kRunQueueSize / 2);
-  G* g = globrunqget_one();
+  G* g = global_runq_pop();
   if (n > 1) {
     pp->stats.global_batches.fetch_add(1, std::memory_order_relaxed);
     pp->stats.global_batch_gs.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
   }
-  for (int i = 1; i < n; ++i) runqput(pp, globrunqget_one(), false);
+  for (int i = 1; i < n; ++i) runqput(pp, global_runq_pop(), false);
   return g;
 }
 
