@@ -161,19 +161,25 @@ TEST_P(Scheduler, RunnextKeepsPingPongPairOnOneP) {
 }
 
 // With 1 P whose local queue never drains (workers keep yielding to its tail), a G on
-// the global queue still runs within about 61 schedules, not after the workers.
+// the global queue still runs within about 61 schedules, not after the workers. The
+// workers yield until that G has run (or a cap far beyond 61 schedules, or 5 s, is
+// reached), so an outsider thread that the OS starts late cannot find them finished.
 TEST(SchedulerFairness, GlobalQueueServedEvery61Ticks) {
   goro::run(
       [] {
-        const int workers = 100, iterations = 2000 / kScale;
+        const int workers = 100;
+        const long cap = 2'000'000 / kScale;  // schedules
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         std::atomic<long> schedules{0};
         std::atomic<long> injected_at{-1}, ran_at{-1};
         goro::WaitGroup wg;
         wg.add(workers);
         for (int w = 0; w < workers; ++w) {
           goro::go([&] {
-            for (int i = 0; i < iterations; ++i) {
-              schedules.fetch_add(1);
+            while (ran_at.load() < 0 && schedules.load() < cap) {
+              if ((schedules.fetch_add(1) & 1023) == 0 &&
+                  std::chrono::steady_clock::now() > deadline)
+                break;
               goro::yield();
             }
             wg.done();
@@ -187,9 +193,10 @@ TEST(SchedulerFairness, GlobalQueueServedEvery61Ticks) {
         });
         wg.wait();
         outsider.join();
-        while (ran_at.load() < 0) goro::yield();
-        const long total = static_cast<long>(workers) * iterations;
-        EXPECT_LT(ran_at.load(), total) << "the global G waited for the local queue to drain";
+        // Sleep, not yield: with the local queue empty the P takes the global G anyway.
+        while (ran_at.load() < 0) goro::sleep(std::chrono::milliseconds(1));
+        EXPECT_LT(ran_at.load(), cap) << "the global G waited for the local queue to drain";
+        EXPECT_LT(std::chrono::steady_clock::now(), deadline) << "the global G waited 5 s";
         EXPECT_LE(ran_at.load() - injected_at.load(), 3 * 61) << "not served by the 1-in-61 check";
         EXPECT_GE(sum_stat(&goro::detail::ProcStats::global_fair), 1u);
       },
