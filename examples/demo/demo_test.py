@@ -137,10 +137,27 @@ try:
     r, _ = request("GET", "/healthz")
     check(r.status == 200, "still serving after a bad request")
 
-    # SIGTERM: a clean exit.
+    # --probe, the container's health check: exit 0 only on a 200, else 1 and the reason.
+    def probe(url):
+        p = subprocess.run([binary, "--probe", url], capture_output=True, text=True, timeout=10)
+        return p.returncode, p.stderr
+    code, err = probe(f"http://127.0.0.1:{port}/healthz")
+    check(code == 0 and err == "", f"probe /healthz: exit {code}, {err!r}")
+    code, err = probe(f"http://127.0.0.1:{port}/no-such-route")
+    check(code == 1 and "status 404" in err, f"probe of a 404: exit {code}, {err!r}")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    code, err = probe(f"http://127.0.0.1:{closed.getsockname()[1]}/healthz")
+    closed.close()
+    check(code == 1 and "refused" in err, f"probe of a closed port: exit {code}, {err!r}")
+
+    # SIGTERM: a clean exit, and the count of requests taken, none cut off.
     server.terminate()
-    code = server.wait(timeout=10)
-    check(code == 0, f"exit code after SIGTERM: {code}")
+    out, _ = server.communicate(timeout=10)
+    check(server.returncode == 0, f"exit code after SIGTERM: {server.returncode}")
+    stopped = re.search(r"stopped: (\d+) requests handled, (\d+) cut off", out)
+    check(stopped is not None and int(stopped.group(1)) > 0 and stopped.group(2) == "0",
+          f"the line printed on the way out: {out!r}")
 finally:
     if server.poll() is None:
         server.kill()

@@ -2,6 +2,8 @@
 //
 //   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
 //             [--access-log]
+//   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
+//                            on stderr: the container's HEALTHCHECK, which needs no curl
 //
 //   GET  /, /plaintext   "Hello, World!" (text/plain)
 //   GET  /json           {"message":"Hello, World!"}
@@ -14,11 +16,15 @@
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
 //
-// SIGINT / SIGTERM: graceful shutdown (requests in flight get 5 s).
+// SIGINT / SIGTERM: graceful shutdown (requests in flight get 5 s), then one line on
+// stdout with the requests the handlers took and finished, which a test holds against
+// the responses its client received.
 #include <goro/goro.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +40,47 @@ namespace {
 volatile std::sig_atomic_t stop_requested = 0;
 
 void on_signal(int) { stop_requested = 1; }
+
+// Requests that entered the handler chain, and those whose handler returned.
+struct RequestCounts {
+  std::atomic<std::uint64_t> started{0};
+  std::atomic<std::uint64_t> finished{0};
+};
+
+http::Middleware count_requests(RequestCounts& counts) {
+  return [&counts](http::Handler next) -> http::Handler {
+    return [&counts, next = std::move(next)](http::Request& req, http::ResponseWriter& w) {
+      counts.started.fetch_add(1, std::memory_order_relaxed);
+      next(req, w);
+      counts.finished.fetch_add(1, std::memory_order_relaxed);
+    };
+  };
+}
+
+// --probe: one GET, for health checks run inside the container.
+int probe(const std::string& url) {
+  return goro::run(
+      [&]() -> int {
+        http::ClientOptions options;
+        options.connect_timeout = 2s;
+        options.read_timeout = 2s;
+        options.write_timeout = 2s;
+        options.user_agent = "goro-demo-probe";
+        http::Client client(options);
+        goro::Result<http::ClientResponse> r = client.get(url);
+        if (!r) {
+          std::fprintf(stderr, "goro-demo: probe %s: %s\n", url.c_str(),
+                       r.error().message().c_str());
+          return 1;
+        }
+        if (r->status != 200) {
+          std::fprintf(stderr, "goro-demo: probe %s: status %d\n", url.c_str(), r->status);
+          return 1;
+        }
+        return 0;
+      },
+      goro::Config{.maxprocs = 1});
+}
 
 // The integer query parameter `name`: `fallback` when absent, capped at `max`;
 // nullopt (and a 400 naming the problem already written) when it is not a number.
@@ -111,7 +158,8 @@ http::Router make_router(const std::string& root) {
 void usage() {
   std::fprintf(stderr,
                "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
-               "[--access-log]\n");
+               "[--access-log]\n"
+               "       goro-demo --probe URL\n");
 }
 
 }  // namespace
@@ -138,6 +186,8 @@ int main(int argc, char** argv) {
       key = value();
     } else if (a == "--access-log") {
       log = true;
+    } else if (a == "--probe" && argc == 3) {
+      return probe(value());
     } else {
       usage();
       return 2;
@@ -159,8 +209,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "goro-demo: %s\n", e.what());
       return 1;
     }
-    app = log ? http::chain(app, {http::recover(), http::access_log()})
-              : http::chain(app, {http::recover()});
+    RequestCounts counts;
+    app = log ? http::chain(app, {count_requests(counts), http::recover(), http::access_log()})
+              : http::chain(app, {count_requests(counts), http::recover()});
     http::Server server(app);
 
     std::error_code error;
@@ -211,6 +262,10 @@ int main(int argc, char** argv) {
     std::error_code shutdown = server.shutdown(std::chrono::steady_clock::now() + 5s);
     serving.wait();
     if (shutdown) std::fprintf(stderr, "goro-demo: %s\n", shutdown.message().c_str());
+    std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",
+                static_cast<unsigned long long>(counts.finished.load()),
+                static_cast<unsigned long long>(counts.started.load() - counts.finished.load()));
+    std::fflush(stdout);
     return 0;
   });
 }
