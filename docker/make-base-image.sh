@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Creates the container image debian:bookworm locally, for machines that cannot pull
-# from a container registry: debootstrap (minbase) from the Debian mirror this machine's
-# apt already uses, then `podman import`. Run as root. Takes a few minutes.
+# Creates the container images debian:bookworm and debian:bookworm-slim locally, for
+# machines that cannot pull from a container registry: debootstrap (minbase) from the
+# Debian mirror this machine's apt already uses, then `podman import`. The slim image is
+# the same tree without documentation, manual pages and translations, with dpkg told to
+# leave them out of every package installed later, as Debian's own slim image does. Run
+# as root. Takes a few minutes.
 #
-#   docker/make-base-image.sh           # does nothing when debian:bookworm exists
-#   docker/make-base-image.sh --force   # rebuilds it
+#   docker/make-base-image.sh           # does nothing when both images exist
+#   docker/make-base-image.sh --force   # rebuilds them
 #
 # Needs debootstrap and podman (installed from Debian's packages when missing).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
-image=${GORO_BASE_IMAGE:-debian:bookworm}
+image=debian:bookworm
+slim=debian:bookworm-slim
 force=0
 [ "${1:-}" = --force ] && force=1
 
@@ -24,8 +28,8 @@ for tool in debootstrap podman; do
 done
 export PATH=$PATH:/usr/sbin:/sbin
 
-if [ "$force" = 0 ] && podman image exists "$image"; then
-  echo "make-base-image: $image exists (use --force to rebuild it)"
+if [ "$force" = 0 ] && podman image exists "$image" && podman image exists "$slim"; then
+  echo "make-base-image: $image and $slim exist (use --force to rebuild them)"
   exit 0
 fi
 
@@ -80,6 +84,24 @@ echo "make-base-image: image sources.list:"
 sed 's/^/  /' "$rootfs/etc/apt/sources.list"
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 
-tar --numeric-owner -C "$rootfs" -c . | podman import \
-  --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' - "$image"
+
+import_rootfs() {
+  tar --numeric-owner -C "$rootfs" -c . | podman import \
+    --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' - "$1"
+}
+import_rootfs "$image"
+
+# The slim variant. The paths are those Debian's slim image leaves out.
+slim_paths=(/usr/share/doc /usr/share/man /usr/share/groff /usr/share/info /usr/share/lintian
+  /usr/share/linda /usr/share/locale)
+{
+  for p in "${slim_paths[@]}"; do echo "path-exclude $p/*"; done
+  echo "path-include /usr/share/doc/*/copyright"
+} >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-slim"
+find "$rootfs/usr/share/doc" -mindepth 1 -not -type d -not -name copyright -delete
+for p in "${slim_paths[@]:1}"; do
+  [ -d "$rootfs$p" ] && find "$rootfs$p" -mindepth 1 -delete
+done
+import_rootfs "$slim"
 podman image ls "$image"
+podman image ls "$slim"

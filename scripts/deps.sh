@@ -31,12 +31,17 @@ GORO_DEPS_BUILD=(
   curl              # run-demo.sh --check, docker/smoke.sh
 )
 
-# Tests: clang 14 + its sanitizer runtimes for the ASan/UBSan and TSan builds, and the
-# command-line clients some integration tests use.
+# Tests: clang 14 + its sanitizer runtimes for the ASan/UBSan and TSan builds, the
+# command-line clients some integration tests use, and the container test's tools
+# (docker/smoke.sh: podman with runc, a base image made by debootstrap, wrk as the load).
 GORO_DEPS_TEST=(
   clang
   libclang-rt-14-dev
   nghttp2-client
+  podman
+  runc
+  debootstrap
+  wrk
 )
 
 # Load tests: the peers goro is compared with and the tools that drive and plot them.
@@ -44,7 +49,6 @@ GORO_DEPS_LOADTEST=(
   golang-go
   nginx
   libnginx-mod-http-echo  # nginx's /echo and /sleep in loadtest/run.sh
-  wrk
   apache2-utils
   gnuplot-nox
   testssl.sh        # scripts/check-tls.sh

@@ -16,6 +16,9 @@
 #   consumer  builds tests/consumer with find_package(goro) against the readme stage's
 #             install (or, when that stage did not run, an install of the release
 #             build), checks that no installed target carries -Werror, runs its test
+#   container docker/smoke.sh: builds the Docker image with podman, checks its
+#             HEALTHCHECK, serves, and `podman stop` under wrk load: exit 0, every
+#             request taken answered (one test)
 #
 # The last line printed is `N passed, N failed` (`, N skipped` follows when GTEST_SKIP
 # skipped some), summed over every ctest run. A build that fails goes on with what it
@@ -24,7 +27,7 @@
 #
 # Environment:
 #   GORO_CI_STAGES   stages to run, space-separated
-#                    (default: "docs release readme asan tsan consumer")
+#                    (default: "docs release readme asan tsan consumer container")
 #   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
 #   GORO_JOBS        compile jobs (default: number of cores)
 #   GORO_CTEST_JOBS  ctest -j for the release and readme stages (default 2; sanitizer
@@ -36,7 +39,7 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-STAGES=${GORO_CI_STAGES:-docs release readme asan tsan consumer}
+STAGES=${GORO_CI_STAGES:-docs release readme asan tsan consumer container}
 CTEST_JOBS=${GORO_CTEST_JOBS:-2}
 ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
 TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
@@ -314,6 +317,16 @@ stage_consumer() {
   build_and_test consumer "$dir" "" -j1
 }
 
+stage_container() {
+  stage_start=$SECONDS
+  goro_section "container: docker/smoke.sh (podman build, HEALTHCHECK, stop under load)"
+  if bash "$GORO_ROOT/docker/smoke.sh"; then
+    record container ok 1 0 0 $((SECONDS - stage_start))
+  else
+    record container FAIL 0 1 0 $((SECONDS - stage_start))
+  fi
+}
+
 main() {
   goro_section "goro: build and test ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, stages: $STAGES)"
   if [ "${GORO_SKIP_DEPS:-0}" != 1 ]; then
@@ -329,9 +342,9 @@ main() {
   local stage
   for stage in $STAGES; do
     case "$stage" in
-      docs | release | readme | asan | tsan | consumer) "stage_$stage" ;;
+      docs | release | readme | asan | tsan | consumer | container) "stage_$stage" ;;
       *)
-        echo "unknown stage '$stage' (docs release readme asan tsan consumer)"
+        echo "unknown stage '$stage' (docs release readme asan tsan consumer container)"
         record "$stage" ERROR 0 1 0 0
         ;;
     esac
