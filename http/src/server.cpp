@@ -8,8 +8,19 @@
 // The state changes under Server::Impl::mu, and a connection that turns idle while a
 // shutdown is under way ends instead, so no connection is left waiting after shutdown
 // has looked at it.
+//
+// Pipelining: when a response is complete and bytes of a next request were already read
+// with it, the response is copied to out_ instead of written, and the next request is
+// served from the read buffer; one write carries the whole batch. out_ is flushed before
+// anything else goes out (a streamed response, 100 Continue, an error reply), before
+// every read from the socket (so a client never waits on a response while the server
+// waits on the client), before the connection closes, and when it would grow past
+// write_buffer_size. It is empty whenever the connection is idle. A handler that parks
+// (sleeps, calls a backend) holds the responses batched before its own; HTTP/1.1 makes
+// the client wait for them in order anyway.
 #include <goro/http/server.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <exception>
@@ -112,6 +123,9 @@ class ServerConn final : public BodySource, public ResponseSink {
   void respond_error(int status, std::string_view message);
   void linger_close();
   bool drain();
+  std::error_code flush_out();
+  void set_read_deadline(net::Deadline d);
+  void set_write_deadline(net::Deadline d);
   std::error_code body_failed(const ParseError& error);
 
   Result<std::size_t> read_body(void* buf, std::size_t len) override;
@@ -127,12 +141,20 @@ class ServerConn final : public BodySource, public ResponseSink {
   Request request_;
   ResponseWriter writer_;
   std::string scratch_;  // error responses
+  std::string out_;      // responses batched for one write (pipelining)
 
   bool idle_ = true;  // guarded by server_->mu
   bool keep_going_ = true;
   bool continue_sent_ = false;
   bool close_after_ = false;  // the connection cannot carry another request
   bool handler_done_ = false;
+  bool finishing_ = false;  // writes now end a response; they may be batched
+  // The deadlines last set on the stream (max: not set yet, whatever the stream came
+  // with): a request that changes neither (no body or write timeout configured) makes
+  // no call.
+  net::Deadline read_deadline_ = net::Deadline::max();
+  net::Deadline write_deadline_ = net::Deadline::max();
+  std::atomic<bool> reads_interrupted_{false};  // interrupt_reads set a deadline of its own
   bool peer_gone_ = false;
   std::error_code body_error_;
 };
@@ -160,13 +182,9 @@ void ServerConn::serve() {
 bool ServerConn::read_head(bool first) {
   const ServerOptions& options = server_->options;
   bool waiting_idle = parser_.buffered() == 0;
-  if (waiting_idle) {
-    if (!set_idle(true)) return false;
-    stream_->set_read_deadline(
-        deadline_in(first ? options.read_header_timeout : options.idle_timeout));
-  } else {
-    stream_->set_read_deadline(deadline_in(options.read_header_timeout));
-  }
+  if (waiting_idle && !set_idle(true)) return false;
+  // Set before the first read: a pipelined head that is already buffered needs none.
+  bool deadline_set = false;
   for (;;) {
     ParseStatus parsed = parser_.parse_head();
     if (parsed == ParseStatus::complete) break;
@@ -174,6 +192,12 @@ bool ServerConn::read_head(bool first) {
       if (waiting_idle) set_idle(false);
       respond_error(parser_.error().status, parser_.error().message);
       return false;
+    }
+    if (flush_out()) return false;
+    if (!deadline_set) {
+      set_read_deadline(
+          deadline_in(waiting_idle && !first ? options.idle_timeout : options.read_header_timeout));
+      deadline_set = true;
     }
     std::span<char> space = parser_.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
@@ -189,7 +213,7 @@ bool ServerConn::read_head(bool first) {
       // The first byte of a request: from now on the head has read_header_timeout.
       waiting_idle = false;
       set_idle(false);
-      if (!first) stream_->set_read_deadline(deadline_in(options.read_header_timeout));
+      if (!first) set_read_deadline(deadline_in(options.read_header_timeout));
     }
   }
   if (waiting_idle) set_idle(false);
@@ -210,8 +234,8 @@ void ServerConn::serve_request() {
   close_after_ = false;
   handler_done_ = false;
   body_error_ = {};
-  stream_->set_read_deadline(deadline_in(options.read_body_timeout));
-  stream_->set_write_deadline(deadline_in(options.write_timeout));
+  set_read_deadline(deadline_in(options.read_body_timeout));
+  set_write_deadline(deadline_in(options.write_timeout));
 
   if (request_.target() == "*") {
     // The asterisk form names the server itself; only OPTIONS may use it (RFC 9112
@@ -239,7 +263,10 @@ void ServerConn::serve_request() {
     return;
   }
 
-  if (ResponseAccess::finish(writer_)) {
+  finishing_ = true;
+  std::error_code finished = ResponseAccess::finish(writer_);
+  finishing_ = false;
+  if (finished) {
     keep_going_ = false;
     stream_->close();
     return;
@@ -276,10 +303,11 @@ void ServerConn::handler_failed(const char* what) {
 }
 
 void ServerConn::respond_error(int status, std::string_view message) {
+  if (flush_out()) return;
   build_error_response(scratch_, status, message, parser_.head_request_seen());
-  stream_->set_write_deadline(net::deadline_after(
-      server_->options.write_timeout.count() > 0 ? server_->options.write_timeout
-                                                 : std::chrono::nanoseconds(kErrorWriteTimeout)));
+  set_write_deadline(net::deadline_after(server_->options.write_timeout.count() > 0
+                                             ? server_->options.write_timeout
+                                             : std::chrono::nanoseconds(kErrorWriteTimeout)));
   Result<std::size_t> n = stream_->write(scratch_.data(), scratch_.size());
   if (n) linger_close();
 }
@@ -289,13 +317,17 @@ void ServerConn::respond_error(int status, std::string_view message) {
 // coming for a short while.
 void ServerConn::linger_close() {
   keep_going_ = false;
+  if (flush_out()) {
+    stream_->close();
+    return;
+  }
   if (parser_.message_complete() && parser_.buffered() == 0) {
     stream_->close();
     return;
   }
-  stream_->set_write_deadline(net::deadline_after(kLingerTime));
+  set_write_deadline(net::deadline_after(kLingerTime));
   if (!stream_->shutdown_write()) {
-    stream_->set_read_deadline(net::deadline_after(kLingerTime));
+    set_read_deadline(net::deadline_after(kLingerTime));
     char sink[4096];
     std::size_t total = 0;
     while (total < kLingerBytes) {
@@ -309,7 +341,7 @@ void ServerConn::linger_close() {
 
 bool ServerConn::drain() {
   std::size_t drained = 0;
-  stream_->set_read_deadline(deadline_in(server_->options.read_header_timeout));
+  set_read_deadline(deadline_in(server_->options.read_header_timeout));
   for (;;) {
     drained += parser_.skip(parser_.available());
     if (parser_.message_complete()) return true;
@@ -317,11 +349,30 @@ bool ServerConn::drain() {
     ParseStatus parsed = parser_.parse_body();
     if (parsed == ParseStatus::error) return false;
     if (parsed == ParseStatus::complete || parser_.available() > 0) continue;
+    if (flush_out()) return false;
     std::span<char> space = parser_.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n || *n == 0) return false;
     parser_.commit(*n);
   }
+}
+
+void ServerConn::set_read_deadline(net::Deadline d) {
+  if (d == read_deadline_ && !reads_interrupted_.load(std::memory_order_relaxed)) return;
+  reads_interrupted_.store(false, std::memory_order_relaxed);
+  read_deadline_ = d;
+  stream_->set_read_deadline(d);
+}
+
+void ServerConn::set_write_deadline(net::Deadline d) {
+  if (d == write_deadline_) return;
+  write_deadline_ = d;
+  stream_->set_write_deadline(d);
+}
+
+// Writes the batched responses; returns the write error (the connection is done).
+std::error_code ServerConn::flush_out() {
+  return out_.empty() ? std::error_code{} : write_out(nullptr, 0);
 }
 
 std::error_code ServerConn::body_failed(const ParseError& error) {
@@ -355,6 +406,10 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
         body_error_ = ec;
         return ec;
       }
+    }
+    if (std::error_code ec = flush_out()) {
+      body_error_ = ec;
+      return ec;
     }
     std::span<char> space = parser_.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
@@ -398,6 +453,7 @@ bool ServerConn::reusable() {
 
 void ServerConn::interrupt_reads() {
   // Any time in the past other than the "no deadline" epoch expires waiting reads.
+  reads_interrupted_.store(true, std::memory_order_relaxed);
   stream_->set_read_deadline(net::Deadline(std::chrono::nanoseconds(1)));
 }
 
@@ -407,7 +463,30 @@ bool ServerConn::client_gone() {
 }
 
 std::error_code ServerConn::write_out(const iovec* iov, int count) {
-  Result<std::size_t> n = stream_->writev(iov, count);
+  std::size_t bytes = 0;
+  for (int i = 0; i < count; ++i) bytes += iov[i].iov_len;
+  if (finishing_ && parser_.buffered() > 0 &&
+      out_.size() + bytes <= server_->options.write_buffer_size) {
+    for (int i = 0; i < count; ++i)
+      out_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    return {};
+  }
+  Result<std::size_t> n{std::size_t{0}};
+  constexpr int kMaxPieces = 8;  // ResponseWriter passes at most 4
+  if (!out_.empty() && count < kMaxPieces) {
+    // The batch first, then these bytes, in one call.
+    iovec all[kMaxPieces];
+    all[0] = {out_.data(), out_.size()};
+    std::copy(iov, iov + count, all + 1);
+    n = stream_->writev(all, count + 1);
+  } else {
+    if (!out_.empty()) {
+      iovec batch{out_.data(), out_.size()};
+      n = stream_->writev(&batch, 1);
+    }
+    if (n && count > 0) n = stream_->writev(iov, count);
+  }
+  out_.clear();
   if (n) return {};
   close_after_ = true;
   std::error_code ec = n.error();
