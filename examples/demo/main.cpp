@@ -37,10 +37,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-volatile std::sig_atomic_t stop_requested = 0;
-
-void on_signal(int) { stop_requested = 1; }
-
 // Requests that entered the handler chain, and those whose handler returned.
 struct RequestCounts {
   std::atomic<std::uint64_t> started{0};
@@ -197,11 +193,14 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
   return goro::run([&]() -> int {
+    goro::Chan<int> signals(1);
+    if (std::error_code ec = goro::signal_notify(signals, {SIGINT, SIGTERM})) {
+      std::fprintf(stderr, "goro-demo: signals: %s\n", ec.message().c_str());
+      return 1;
+    }
     http::Handler app;
     try {
       app = make_router(root);
@@ -254,10 +253,8 @@ int main(int argc, char** argv) {
         serving.done();
       });
     }
-    // A signal handler may not call into the runtime, so a goroutine looks at the flag
-    // ten times a second (a timer wake-up; the server is otherwise idle at 0% CPU).
-    while (!stop_requested) goro::sleep(100ms);
-    std::printf("goro-demo: shutting down\n");
+    const int sig = signals.recv().value_or(0);
+    std::printf("goro-demo: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     std::fflush(stdout);
     std::error_code shutdown = server.shutdown(std::chrono::steady_clock::now() + 5s);
     serving.wait();

@@ -13,4 +13,8 @@ void install_runtime_signals();
 // safe: also called from the SIGSEGV handler, on the thread's alternate signal stack.
 [[noreturn]] void report_stack_overflow(const G* g);
 
+// Ends every goro::signal_notify registration, as the run ends, and gives each signal
+// back its previous disposition (signal_notify.cpp).
+void signal_notify_reset();
+
 }  // namespace goro::detail

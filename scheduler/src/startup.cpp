@@ -43,6 +43,8 @@ namespace {
 // Ends the run with exit code `code` (the main goroutine returned): every M leaves its
 // scheduling loop, sysmon stops, the M blocked in the netpoller wakes up.
 void runtime_exit(int code) {
+  // No signal is sent to a channel from here on: its receivers are about to be abandoned.
+  signal_notify_reset();
   RuntimeScope scope;
   sched.lock.lock();
   sched.exit_code = code;

@@ -22,6 +22,7 @@
 #include <goro/scheduler/once.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
+#include <goro/scheduler/signal.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
 // ---- net -------------------------------------------------------------------------
