@@ -282,6 +282,9 @@ struct Sched {
   std::atomic<bool> sysmon_kick{false};       // watch again from the shortest delay
   std::atomic<std::uint64_t> sysmon_wakeups{0};
   pthread_t sysmon_thread{};
+  // The signal mask of the thread that called goro::run; every M takes it (Go's
+  // initSigmask), whatever the thread that started the M had blocked.
+  sigset_t initial_sigmask{};
 
   std::atomic<std::uint64_t> handoffs{0};
   std::atomic<std::uint64_t> preemptions{0};

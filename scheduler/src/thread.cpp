@@ -28,12 +28,17 @@ void setup_thread(M* m) {
   tls_m = m;
   m->errno_slot = &errno;
   m->eh_slot = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
-  // Threads started from sysmon inherit its signal mask, which blocks the preemption
-  // signal: every M must receive it.
-  sigset_t preempt_signal;
-  sigemptyset(&preempt_signal);
-  sigaddset(&preempt_signal, SIGURG);
-  pthread_sigmask(SIG_UNBLOCK, &preempt_signal, nullptr);
+  // A new thread inherits the signal mask of the thread that started it: sysmon's,
+  // which blocks the preemption signal, or that of a thread outside the runtime that
+  // readied a goroutine (goro::signal_notify's relay blocks every signal). Every M takes
+  // the mask of goro::run's caller instead, and must receive the runtime's own signals.
+  sigset_t runtime_signals;
+  sigemptyset(&runtime_signals);
+  sigaddset(&runtime_signals, SIGURG);
+  sigaddset(&runtime_signals, SIGSEGV);
+  sigaddset(&runtime_signals, SIGBUS);
+  pthread_sigmask(SIG_SETMASK, &sched.initial_sigmask, nullptr);
+  pthread_sigmask(SIG_UNBLOCK, &runtime_signals, nullptr);
   m->rand_state = (static_cast<std::uint64_t>(m->id) + 1) * 0x9E3779B97F4A7C15ULL ^
                   static_cast<std::uint64_t>(nanotime());
   if (m->rand_state == 0) m->rand_state = 1;

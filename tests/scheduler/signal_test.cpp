@@ -2,12 +2,14 @@
 // parked receiver, never block the relay, and give the signal its old disposition back.
 #include <goro/scheduler/signal.hpp>
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
@@ -26,6 +28,12 @@ std::optional<int> recv_within(const goro::Chan<int>& ch, std::chrono::nanosecon
   if (goro::select(goro::recv_case(ch, value), goro::timeout_case(limit)) == 0) return value;
   return std::nullopt;
 }
+
+// Sends sig to this thread. A signal sent to the process reaches whichever thread the
+// kernel picks, and under TSan a thread that sleeps in a raw futex (an idle M) takes it
+// only when it next calls into libc, which may be never; the demo's and the container's
+// tests send SIGTERM to the process from outside.
+void send_signal(int sig) { ASSERT_EQ(::pthread_kill(::pthread_self(), sig), 0); }
 
 bool handler_is_default(int sig) {
   struct sigaction now = {};
@@ -48,7 +56,7 @@ TEST_P(SignalTest, ARaisedSignalWakesAParkedReceiver) {
       wg.done();
     });
     goro::sleep(20ms);  // the receiver is parked by now
-    ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+    send_signal(SIGUSR1);
     wg.wait();
     EXPECT_EQ(got.load(), SIGUSR1);
     goro::signal_stop(signals);
@@ -61,7 +69,7 @@ TEST_P(SignalTest, EveryChannelThatAskedGetsIt) {
     ASSERT_FALSE(goro::signal_notify(a, {SIGUSR1, SIGUSR2}));
     ASSERT_FALSE(goro::signal_notify(b, {SIGUSR2}));
     ASSERT_FALSE(goro::signal_notify(other, {SIGUSR1}));
-    ::kill(::getpid(), SIGUSR2);
+    send_signal(SIGUSR2);
     EXPECT_EQ(recv_within(a, 5s), SIGUSR2);
     EXPECT_EQ(recv_within(b, 5s), SIGUSR2);
     EXPECT_EQ(recv_within(other, 50ms), std::nullopt) << "SIGUSR1 only";
@@ -78,7 +86,7 @@ TEST_P(SignalTest, AFullChannelDropsTheSignalAndNothingBlocks) {
     ASSERT_FALSE(goro::signal_notify(unbuffered, {SIGUSR1}));  // nobody receives on it
     ASSERT_FALSE(goro::signal_notify(fine, {SIGUSR1}));
     for (int i = 0; i < 3; ++i) {
-      ::kill(::getpid(), SIGUSR1);
+      send_signal(SIGUSR1);
       EXPECT_EQ(recv_within(fine, 5s), SIGUSR1) << "signal " << i;
     }
     EXPECT_EQ(full.len(), 1u);
@@ -97,12 +105,38 @@ TEST_P(SignalTest, StopEndsDeliveryAndRestoresTheDefaultAction) {
     EXPECT_FALSE(handler_is_default(SIGUSR2));
     goro::signal_stop(a);
     EXPECT_FALSE(handler_is_default(SIGUSR2)) << "b still asks for it";
-    ::kill(::getpid(), SIGUSR2);
+    send_signal(SIGUSR2);
     EXPECT_EQ(recv_within(b, 5s), SIGUSR2);
     EXPECT_EQ(a.len(), 0u);
     goro::signal_stop(b);
     EXPECT_TRUE(handler_is_default(SIGUSR2));
   });
+}
+
+// A thread outside the runtime that readies a goroutine may start the M that runs it,
+// and a new thread inherits its creator's signal mask. goro::signal_notify's relay
+// blocks every signal: the Ms it starts must still take the program's signals and the
+// preemption signal, as the thread that called goro::run does.
+TEST(Signal, AnMStartedFromAThreadThatBlocksSignalsStillTakesThem) {
+  goro::run(
+      [] {
+        goro::Chan<int> wake(1);
+        std::thread outsider([wake] {
+          sigset_t all;
+          sigfillset(&all);
+          pthread_sigmask(SIG_SETMASK, &all, nullptr);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          wake.try_send(1);  // main is parked, M0 polls: this thread starts an M
+        });
+        // With a timeout, the idle M0 waits in the netpoller, not on the idle list.
+        EXPECT_EQ(recv_within(wake, 5s), 1);
+        sigset_t now;
+        pthread_sigmask(SIG_BLOCK, nullptr, &now);
+        EXPECT_FALSE(sigismember(&now, SIGUSR1)) << "this M blocks the program's signals";
+        EXPECT_FALSE(sigismember(&now, SIGURG)) << "this M cannot be preempted";
+        outsider.join();
+      },
+      goro::Config{.maxprocs = 1});
 }
 
 TEST(Signal, ThePreviousDispositionComesBack) {
