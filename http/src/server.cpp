@@ -210,13 +210,16 @@ bool ServerConn::read_head(bool first) {
     if (*n == 0) return false;
     parser_.commit(*n);
     if (waiting_idle) {
-      // The first byte of a request: from now on the head has read_header_timeout.
+      // The first byte of a request: from now on the head has read_header_timeout. A
+      // shutdown that began meanwhile found this connection idle and closed it: its
+      // answer could not be written, so the request is not served (the client sees the
+      // connection close without an answer, as when it lost the race to an idle close).
       waiting_idle = false;
-      set_idle(false);
+      if (!set_idle(false)) return false;
       if (!first) set_read_deadline(deadline_in(options.read_header_timeout));
     }
   }
-  if (waiting_idle) set_idle(false);
+  if (waiting_idle && !set_idle(false)) return false;
   return true;
 }
 

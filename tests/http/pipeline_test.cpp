@@ -1,9 +1,13 @@
 // Pipelined requests through the real connection code (Server::serve_conn) over an
 // in-memory Stream that hands the server scripted reads and records every write: the
 // responses to requests that arrived together leave in one write, in order, and a
-// response is never held back while the server waits for the client.
+// response is never held back while the server waits for the client. Also the race
+// between a graceful shutdown and a request arriving on an idle connection.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include <goro/http/server.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/waitgroup.hpp>
 
 namespace goro::http {
 namespace {
@@ -21,7 +26,8 @@ struct Wire {
   std::vector<std::string> reads;  // served in order, one per read(); then end of stream
   std::size_t next_read = 0;
   std::vector<std::string> writes;
-  std::vector<std::size_t> written_before_read;  // bytes written when read i was made
+  std::vector<std::size_t> written_before_read;             // bytes written when read i was made
+  std::function<void(std::size_t read_index)> before_read;  // may park
 
   std::string output() const {
     std::string all;
@@ -36,6 +42,7 @@ class ScriptedStream final : public net::Stream {
 
   Result<std::size_t> read(void* buf, std::size_t len) override {
     if (closed_) return make_error_code(net::errc::closed);
+    if (wire_->before_read) wire_->before_read(wire_->written_before_read.size());
     wire_->written_before_read.push_back(wire_->output().size());
     if (wire_->next_read == wire_->reads.size() || len == 0) return std::size_t{0};
     std::string& chunk = wire_->reads[wire_->next_read];
@@ -74,7 +81,7 @@ class ScriptedStream final : public net::Stream {
 
  private:
   std::shared_ptr<Wire> wire_;
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};  // close() may come from the goroutine of a shutdown
   bool write_shut_ = false;
 };
 
@@ -207,6 +214,37 @@ TEST(Pipelining, BodiesAndHeadRequestsKeepTheirFraming) {
   std::string head_response = out.substr(head_at, after - head_at);
   EXPECT_NE(head_response.find("Content-Length: 2\r\n"), std::string::npos) << head_response;
   EXPECT_EQ(head_response.find("/h"), std::string::npos) << "HEAD's response carries no body";
+}
+
+// Graceful shutdown closes a connection it finds idle. When the next request's bytes
+// were read just before that close, the request must not be served: its answer could
+// not be written, and a handler's work with no answer is a request lost.
+TEST(ServerShutdown, ARequestThatRacesAnIdleCloseIsNotServed) {
+  auto wire = std::make_shared<Wire>();
+  wire->reads = {get("/a"), get("/b")};
+  std::atomic<int> handled{0};
+  goro::run(
+      [&] {
+        Server server([&](Request& req, ResponseWriter& w) {
+          handled.fetch_add(1);
+          echo_path(req, w);
+        });
+        goro::WaitGroup shut;
+        wire->before_read = [&](std::size_t i) {
+          if (i != 1) return;  // the connection now waits, idle, for /b
+          shut.add(1);
+          goro::go([&] {
+            server.shutdown(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+            shut.done();
+          });
+          goro::sleep(std::chrono::milliseconds(20));  // it finds the connection idle
+        };
+        server.serve_conn(std::make_unique<ScriptedStream>(wire));
+        shut.wait();
+      },
+      goro::Config{.maxprocs = 2});
+  EXPECT_EQ(bodies(wire->output()), (std::vector<std::string>{"/a"}));
+  EXPECT_EQ(handled.load(), 1) << "/b was handled after its connection was closed";
 }
 
 }  // namespace
