@@ -19,7 +19,7 @@ int main() {
 
     goro::Chan<int> done(kWorkers);  // buffered: the workers never wait on main
     for (int i = 1; i <= kWorkers; i++) {
-      goro::go([i, done]() mutable {
+      goro::go([i, done] {
         goro::sleep(milliseconds(10 * i));  // parks this goroutine, not the thread
         std::printf("goroutine %llu woke after %d ms\n",
                     static_cast<unsigned long long>(goro::goid()), 10 * i);

@@ -367,4 +367,27 @@ TEST_P(ChanTest, PerProducerOrderIsKept) {
   });
 }
 
+// A Chan is a handle: a const copy sends, receives, iterates and closes the same channel,
+// so a lambda that captures it by value needs no `mutable`.
+TEST_P(ChanTest, ConstHandlesOperateOnTheSameChannel) {
+  run([] {
+    const goro::Chan<int> ch(4);
+    goro::WaitGroup wg;
+    wg.add(1);
+    goro::go([ch, &wg] {  // not mutable: the captured copy is const
+      ch.send(1);
+      EXPECT_TRUE(ch.try_send(2));
+      ch.close();
+      wg.done();
+    });
+    wg.wait();
+    std::vector<int> got;
+    for (int v : ch) got.push_back(v);
+    EXPECT_EQ(got, (std::vector<int>{1, 2}));
+    EXPECT_EQ(ch.recv(), std::nullopt);
+    EXPECT_EQ(ch.try_recv(), std::nullopt);
+    EXPECT_EQ(ch.recv2().second, false);
+  });
+}
+
 }  // namespace

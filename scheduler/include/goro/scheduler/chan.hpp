@@ -4,11 +4,13 @@
 //
 //   goro::Chan<int> ch;            // unbuffered
 //   goro::Chan<std::string> q(64); // buffered, capacity 64
-//   goro::go([ch]() mutable { ch.send(42); ch.close(); });
+//   goro::go([ch] { ch.send(42); ch.close(); });
 //   for (int v : ch) use(v);       // until closed and drained
 //
 // A Chan is a handle: copies refer to the same channel (shared ownership, like a Go
-// channel value), so goroutines capture it by value. Semantics are Go's:
+// channel value), so goroutines capture it by value, and every operation is const on
+// the handle (it changes the channel, not the handle): a lambda that captures a Chan by
+// value and sends on it needs no `mutable`. Semantics are Go's:
 //  - send on a closed channel throws goro::ChanClosed (Go panics); so do closing a
 //    closed channel and closing a nil one;
 //  - a receive from a closed channel first drains the buffer, then yields "nothing"
@@ -118,25 +120,25 @@ class Chan {
 
   // Sends a copy of v; blocks until a receiver takes it or there is room in the buffer.
   // Throws ChanClosed if the channel is (or gets) closed first.
-  void send(const T& v) {
+  void send(const T& v) const {
     T copy(v);
     detail::chan_send(impl_.get(), &copy, true);
   }
   // Sends v (moved); blocks like send(const T&).
-  void send(T&& v) { detail::chan_send(impl_.get(), &v, true); }
+  void send(T&& v) const { detail::chan_send(impl_.get(), &v, true); }
 
   // Sends only if that can happen now (a receiver waits or the buffer has room); never
   // blocks. Returns whether it was sent; v is moved from only then. Throws ChanClosed.
-  bool try_send(T&& v) { return detail::chan_send(impl_.get(), &v, false); }
+  bool try_send(T&& v) const { return detail::chan_send(impl_.get(), &v, false); }
   // Like try_send(T&&) with a copy of v (made whether or not it is sent). Never blocks.
-  bool try_send(const T& v) {
+  bool try_send(const T& v) const {
     T copy(v);
     return detail::chan_send(impl_.get(), &copy, false);
   }
 
   // Receives the next value; blocks until there is one. std::nullopt: the channel is
   // closed and drained.
-  std::optional<T> recv() {
+  std::optional<T> recv() const {
     detail::ElemSlot<T> slot;
     bool received = false;
     detail::chan_recv(impl_.get(), slot.raw(), true, &received);
@@ -145,7 +147,7 @@ class Chan {
   }
 
   // Go's `v, ok := <-ch`: {value, true}, or {T{}, false} once closed and drained. Blocks.
-  std::pair<T, bool> recv2() requires std::is_default_constructible_v<T> {
+  std::pair<T, bool> recv2() const requires std::is_default_constructible_v<T> {
     detail::ElemSlot<T> slot;
     bool received = false;
     detail::chan_recv(impl_.get(), slot.raw(), true, &received);
@@ -156,7 +158,7 @@ class Chan {
   // Receives only if a value is available now; never blocks. std::nullopt: nothing to
   // take, whether the channel is open and empty or closed and drained (a select with a
   // default case tells these apart).
-  std::optional<T> try_recv() {
+  std::optional<T> try_recv() const {
     detail::ElemSlot<T> slot;
     bool received = false;
     if (!detail::chan_recv(impl_.get(), slot.raw(), false, &received) || !received)
@@ -167,7 +169,7 @@ class Chan {
   // Closes the channel: no more sends; receivers drain the buffer, then get nothing.
   // Wakes all blocked receivers and senders. Never blocks. Throws ChanClosed if the
   // channel is already closed or nil.
-  void close() { detail::chan_close(impl_.get()); }
+  void close() const { detail::chan_close(impl_.get()); }
 
   // Number of values in the buffer now (a snapshot). Never blocks.
   std::size_t len() const noexcept { return detail::chan_len(impl_.get()); }
@@ -197,12 +199,12 @@ class Chan {
 
    private:
     friend class Chan;
-    explicit iterator(Chan* chan) : chan_(chan), current_(chan->recv()) {}
-    Chan* chan_ = nullptr;
+    explicit iterator(const Chan* chan) : chan_(chan), current_(chan->recv()) {}
+    const Chan* chan_ = nullptr;
     std::optional<T> current_;
   };
   // Receives the first value; blocks. end() is the closed-and-drained sentinel.
-  iterator begin() { return iterator(this); }
+  iterator begin() const { return iterator(this); }
   std::default_sentinel_t end() const noexcept { return {}; }
 
   // For goro's own code (select): the type-erased channel, nullptr for nil. Never blocks.
