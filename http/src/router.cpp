@@ -209,6 +209,29 @@ void set_path_values(Request& req, const Capture* captures, std::size_t count) {
   }
 }
 
+// "/dir" when a route takes "/dir/": 301 to "/dir/" (with the query), as Go's ServeMux.
+bool redirect_to_subtree(const std::vector<Route>& routes, Request& req, ResponseWriter& w) {
+  std::string_view raw_path = req.raw_path();
+  if (raw_path.empty() || raw_path.back() == '/') return false;
+  std::string slashed(raw_path);
+  slashed.push_back('/');
+  bool found = false;
+  for (const Route& r : routes) {
+    if (method_matches(r, req.method()) && match(r, slashed, nullptr)) {
+      found = true;
+      break;
+    }
+  }
+  if (!found) return false;
+  if (!req.raw_query().empty()) {
+    slashed.push_back('?');
+    slashed.append(req.raw_query());
+  }
+  w.header().set("Location", slashed);
+  w.text("301 moved permanently: " + slashed + "\n", status::moved_permanently);
+  return true;
+}
+
 void default_not_found(Request&, ResponseWriter& w) {
   w.text("404 page not found\n", status::not_found);
 }
@@ -266,7 +289,7 @@ void Router::operator()(Request& req, ResponseWriter& w) const {
     return;
   }
   if (!path_matched) {
-    impl_->not_found(req, w);
+    if (!redirect_to_subtree(impl_->routes, req, w)) impl_->not_found(req, w);
     return;
   }
   std::vector<std::string> allowed;

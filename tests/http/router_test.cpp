@@ -32,6 +32,8 @@ struct Dispatched {
   int status = 0;
   std::string body;
   std::string allow;
+  std::string location;
+  std::string head;  // status line and header fields
 };
 
 Dispatched dispatch(const Handler& h, std::string_view method, std::string_view target) {
@@ -47,9 +49,14 @@ Dispatched dispatch(const Handler& h, std::string_view method, std::string_view 
   r.status = std::stoi(sink.wire.substr(9, 3));
   std::size_t end = sink.wire.find("\r\n\r\n");
   r.body = sink.wire.substr(end + 4);
+  r.head = sink.wire.substr(0, end + 2);
   std::size_t allow = sink.wire.find("Allow: ");
   if (allow != std::string::npos && allow < end) {
     r.allow = sink.wire.substr(allow + 7, sink.wire.find("\r\n", allow) - allow - 7);
+  }
+  std::size_t location = sink.wire.find("Location: ");
+  if (location != std::string::npos && location < end) {
+    r.location = sink.wire.substr(location + 10, sink.wire.find("\r\n", location) - location - 10);
   }
   return r;
 }
@@ -127,6 +134,28 @@ TEST(Router, NotFoundAndMethodNotAllowed) {
   EXPECT_EQ(dispatch(r, "GET", "/users/1/").status, 404);
   r.not_found([](Request&, ResponseWriter& w) { w.text("custom", 404); });
   EXPECT_EQ(dispatch(r, "GET", "/nope").body, "custom");
+}
+
+// Go's ServeMux: "/static" when only the subtree "/static/..." is registered is sent to
+// "/static/" with 301, query and escapes kept; nothing else is redirected.
+TEST(Router, SubtreeRootWithoutSlashIsRedirected) {
+  Router r;
+  r.handle("GET /static/{path...}", named("static", {"path"}));
+  r.handle("/docs/", named("docs"));
+  r.handle("GET /exact/{$}", named("exact"));
+  r.handle("GET /file", named("file"));
+  Dispatched s = dispatch(r, "GET", "/static");
+  EXPECT_EQ(s.status, 301);
+  EXPECT_EQ(s.location, "/static/");
+  Dispatched q = dispatch(r, "GET", "/docs?page=2&q=a%20b");
+  EXPECT_EQ(q.status, 301);
+  EXPECT_EQ(q.location, "/docs/?page=2&q=a%20b");
+  EXPECT_EQ(dispatch(r, "GET", "/exact").location, "/exact/");
+  EXPECT_EQ(dispatch(r, "GET", "/static/").body, "static path=");
+  EXPECT_EQ(dispatch(r, "GET", "/file").status, 200) << "an exact route is not redirected";
+  EXPECT_EQ(dispatch(r, "GET", "/file/").status, 404) << "nor is a slash removed";
+  EXPECT_EQ(dispatch(r, "POST", "/static").status, 404) << "no route for POST below /static/";
+  EXPECT_EQ(dispatch(r, "GET", "/nothing").status, 404);
 }
 
 TEST(Router, BadPatterns) {

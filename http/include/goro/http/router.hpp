@@ -18,8 +18,10 @@
 // When several patterns match, the most specific wins: the path decides first — walking
 // the segments, a literal beats "{name}", which beats "{name...}" or a trailing "/" —
 // and between equally specific paths a pattern with a method beats one without.
-// No pattern matches: 404. Patterns match the path but none the method: 405 with an
-// Allow header.
+// No pattern matches: 404, except that a path without its trailing slash, which only
+// the slashed subtree matches ("/static" when "/static/{path...}" or "/static/" is
+// registered), is redirected there with 301, query kept, as Go's ServeMux does.
+// Patterns match the path but none the method: 405 with an Allow header.
 //
 // Register every route before serving: handle() is not safe concurrently with serving.
 // Serving is safe from many goroutines at once; a Router is a cheap handle (copies share
