@@ -47,7 +47,9 @@ struct ResponseAccess {
     w.finished_ = true;
     w.keep_alive_ = false;
   }
-  // Forgets the headers and body buffered so far (to answer 500 instead).
+  // Forgets the body buffered so far, the status and the headers that describe that body
+  // (Content-*, ETag, Last-Modified), to answer 500 instead; the other headers stay (a
+  // request id, CORS or cache headers a middleware set before the handler failed).
   static void discard(ResponseWriter& w);
   // Makes w keep the whole response in memory: flush() does nothing.
   static void hold(ResponseWriter& w);

@@ -29,6 +29,19 @@ void write_line(const LogSink& sink, std::string_view line) {
   });
 }
 
+// Logs the exception and answers 500 in place of what the handler had buffered.
+void recovered(const LogSink& sink, Request& req, ResponseWriter& w, const char* what) {
+  std::string line = "recovered from exception in handler for ";
+  line.append(req.method());
+  line.push_back(' ');
+  line.append(req.target());
+  line.append(": ");
+  line.append(what);
+  write_line(sink, line);
+  detail::ResponseAccess::discard(w);
+  w.text("500 Internal Server Error\n", status::internal_server_error);
+}
+
 }  // namespace
 
 Handler chain(Handler handler, std::initializer_list<Middleware> middlewares) {
@@ -70,15 +83,10 @@ Middleware recover(LogSink sink) {
         next(req, w);
       } catch (const std::exception& e) {
         if (w.headers_sent()) throw;
-        std::string line = "recovered from exception in handler for ";
-        line.append(req.method());
-        line.push_back(' ');
-        line.append(req.target());
-        line.append(": ");
-        line.append(e.what());
-        write_line(sink, line);
-        detail::ResponseAccess::discard(w);
-        w.text("500 Internal Server Error\n", status::internal_server_error);
+        recovered(sink, req, w, e.what());
+      } catch (...) {
+        if (w.headers_sent()) throw;
+        recovered(sink, req, w, "an exception that is not a std::exception");
       }
     };
   };

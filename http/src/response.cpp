@@ -237,7 +237,11 @@ std::error_code ResponseAccess::replay(ResponseWriter& from, ResponseWriter& to)
 }
 
 void ResponseAccess::discard(ResponseWriter& w) {
-  w.headers_.clear();
+  for (std::string_view name :
+       {"Content-Type", "Content-Length", "Content-Encoding", "Content-Range", "Content-Language",
+        "Content-Disposition", "Content-Location", "ETag", "Last-Modified"}) {
+    w.headers_.remove(name);
+  }
   w.buffer_.clear();
   w.body_bytes_ = 0;
   w.status_ = 200;

@@ -196,7 +196,9 @@ TEST(Middleware, RecoverAnswers500) {
   std::vector<std::string> lines;
   Handler h = chain(
       [](Request&, ResponseWriter& w) {
-        w.header().set("X-Lost", "yes");
+        w.header().set("X-Request-Id", "r-17");
+        w.header().set("Content-Type", "application/json");
+        w.header().set("ETag", "\"v1\"");
         w.write("half");
         throw std::runtime_error("kaput");
       },
@@ -204,8 +206,22 @@ TEST(Middleware, RecoverAnswers500) {
   Dispatched r = dispatch(h, "GET", "/x");
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(r.body, "500 Internal Server Error\n");
+  EXPECT_NE(r.head.find("X-Request-Id: r-17\r\n"), std::string::npos) << r.head;
+  EXPECT_NE(r.head.find("Content-Type: text/plain"), std::string::npos) << r.head;
+  EXPECT_EQ(r.head.find("application/json"), std::string::npos) << "the abandoned body's type";
+  EXPECT_EQ(r.head.find("ETag"), std::string::npos) << r.head;
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("kaput"), std::string::npos);
+}
+
+TEST(Middleware, RecoverCatchesWhatIsNotAStdException) {
+  std::vector<std::string> lines;
+  Handler h = chain([](Request&, ResponseWriter&) { throw 42; },
+                    {recover([&](std::string_view l) { lines.emplace_back(l); })});
+  Dispatched r = dispatch(h, "GET", "/x");
+  EXPECT_EQ(r.status, 500);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("GET /x"), std::string::npos) << lines[0];
 }
 
 TEST(Middleware, TimeoutOverTheWire) {

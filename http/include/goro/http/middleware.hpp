@@ -27,8 +27,10 @@ using LogSink = std::function<void(std::string_view line)>;
 // (remote address, request line, status, body bytes, time in the handler).
 Middleware access_log(LogSink sink = {});
 
-// Catches an exception from the handler: logs it and answers 500 if nothing was sent;
-// if the response had started, rethrows so the server closes the connection.
+// Catches any exception from the handler (std::exception or not): logs it and answers
+// 500 if nothing was sent, keeping the headers already set except those that described
+// the abandoned body (Content-*, ETag, Last-Modified); if the response had started,
+// rethrows so the server closes the connection.
 Middleware recover(LogSink sink = {});
 
 // Bounds the time a handler may take to answer. The handler runs in its own goroutine
