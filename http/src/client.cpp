@@ -188,8 +188,12 @@ bool idempotent(std::string_view method) {
          method == "DELETE" || method == "TRACE";
 }
 
-net::Deadline deadline_in(std::chrono::nanoseconds d) {
-  return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
+// The deadline of one operation: `d` from now (none when d is zero), but never past the
+// request's total deadline `total` (net::no_deadline: none).
+net::Deadline deadline_in(std::chrono::nanoseconds d, net::Deadline total) {
+  net::Deadline own = d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
+  if (total == net::no_deadline) return own;
+  return own == net::no_deadline ? total : std::min(own, total);
 }
 
 // A pooled connection whose server has closed it (or sent something unasked) is not
@@ -216,19 +220,26 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // keeps only a weak reference, so a Client destroyed meanwhile ends it.
   static void reap(std::weak_ptr<Impl> weak);
 
-  Result<PooledConn> connect(const Url& url);
+  Result<PooledConn> connect(const Url& url, net::Deadline total);
   std::optional<PooledConn> take_idle(const std::string& key);
   void put_idle(const std::string& key, PooledConn conn);
-  Result<ClientResponse> round_trip(const ClientRequest& request, const Url& url);
+  Result<ClientResponse> round_trip(const ClientRequest& request, const Url& url,
+                                    net::Deadline total);
   // One attempt on conn. reusable: the connection may go back to the pool;
   // got_anything: a response byte arrived (without one, a retry is safe).
   Result<ClientResponse> exchange(PooledConn& conn, const ClientRequest& request, const Url& url,
-                                  bool& reusable, bool& got_anything);
+                                  net::Deadline total, bool& reusable, bool& got_anything);
 };
 
-Result<PooledConn> Client::Impl::connect(const Url& url) {
+Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total) {
   std::string address = net::join_host_port(url.host, url.port);
-  Result<net::Conn> conn = net::dial("tcp", address, options.connect_timeout);
+  std::chrono::nanoseconds dial_timeout = options.connect_timeout;
+  if (total != net::no_deadline) {
+    auto left = total - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds::zero()) return make_error_code(net::errc::timeout);
+    if (dial_timeout.count() <= 0 || left < dial_timeout) dial_timeout = left;
+  }
+  Result<net::Conn> conn = net::dial("tcp", address, dial_timeout);
   if (!conn) return conn.error();
   PooledConn pooled;
   pooled.fd = conn->fd();
@@ -247,7 +258,7 @@ Result<PooledConn> Client::Impl::connect(const Url& url) {
       }
       ctx = tls;
     }
-    conn->set_deadline(deadline_in(options.connect_timeout));
+    conn->set_deadline(deadline_in(options.connect_timeout, total));
     Result<net::TlsConn> secure =
         net::TlsConn::client(std::make_unique<net::Conn>(std::move(*conn)), ctx, url.host);
     if (!secure) return secure.error();
@@ -348,7 +359,8 @@ void Client::Impl::put_idle(const std::string& key, PooledConn conn) {
 }
 
 Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequest& request,
-                                              const Url& url, bool& reusable, bool& got_anything) {
+                                              const Url& url, net::Deadline total, bool& reusable,
+                                              bool& got_anything) {
   reusable = false;
   got_anything = false;
   if (!detail::is_token(request.method)) return errc::invalid_request;
@@ -382,7 +394,7 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     head.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
   head.append("\r\n");
 
-  conn.stream->set_write_deadline(deadline_in(options.write_timeout));
+  conn.stream->set_write_deadline(deadline_in(options.write_timeout, total));
   iovec iov[2] = {{head.data(), head.size()},
                   {const_cast<char*>(request.body.data()), request.body.size()}};
   std::error_code write_error;
@@ -400,9 +412,9 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     if (write_error) {
       auto brief = std::chrono::nanoseconds(std::chrono::seconds(1));
       if (options.read_timeout.count() > 0) brief = std::min(brief, options.read_timeout);
-      conn.stream->set_read_deadline(net::deadline_after(brief));
+      conn.stream->set_read_deadline(deadline_in(brief, total));
     } else {
-      conn.stream->set_read_deadline(deadline_in(options.read_timeout));
+      conn.stream->set_read_deadline(deadline_in(options.read_timeout, total));
     }
     std::span<char> space = parser.read_space();
     Result<std::size_t> n = conn.stream->read(space.data(), space.size());
@@ -472,18 +484,19 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
   return response;
 }
 
-Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, const Url& url) {
+Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, const Url& url,
+                                                net::Deadline total) {
   std::string key = url.scheme + "://" + net::join_host_port(url.host, url.port);
   for (int attempt = 0;; ++attempt) {
     std::optional<PooledConn> pooled = attempt == 0 ? take_idle(key) : std::nullopt;
     bool reused = pooled.has_value();
     if (!pooled) {
-      Result<PooledConn> fresh = connect(url);
+      Result<PooledConn> fresh = connect(url, total);
       if (!fresh) return fresh.error();
       pooled = std::move(*fresh);
     }
     bool reusable = false, got_anything = false;
-    Result<ClientResponse> r = exchange(*pooled, request, url, reusable, got_anything);
+    Result<ClientResponse> r = exchange(*pooled, request, url, total, reusable, got_anything);
     if (r && reusable) {
       put_idle(key, std::move(*pooled));
     } else {
@@ -506,7 +519,11 @@ Client::~Client() { close_idle(); }
 Result<ClientResponse> Client::send(const ClientRequest& request) {
   Result<Url> url = parse_url(request.url);
   if (!url) return url.error();
-  Result<ClientResponse> response = impl_->round_trip(request, *url);
+  // One deadline for the whole call, redirects included (Go's Client.Timeout).
+  std::chrono::nanoseconds timeout =
+      request.timeout.count() > 0 ? request.timeout : impl_->options.timeout;
+  const net::Deadline total = timeout.count() > 0 ? net::deadline_after(timeout) : net::no_deadline;
+  Result<ClientResponse> response = impl_->round_trip(request, *url, total);
   const std::string first_host = url->host;
   int redirects = 0;
   ClientRequest next;
@@ -537,7 +554,7 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
     }
     next = std::move(follow);
     url = std::move(target);
-    response = impl_->round_trip(next, *url);
+    response = impl_->round_trip(next, *url, total);
   }
   return response;
 }

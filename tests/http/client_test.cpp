@@ -491,6 +491,91 @@ TEST(Client, IdleConnectionsCloseOnTheirOwn) {
       });
 }
 
+// A server that trickles its response, a byte every 100 ms: each read is quick, so only
+// a total deadline bounds the call (Go's Client.Timeout).
+void trickle(net::Conn& c, const std::string&) {
+  const std::string response =
+      "HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n" + std::string(40, 'x');
+  for (char ch : response) {
+    if (!c.write(&ch, 1)) return;
+    goro::sleep(100ms);
+  }
+}
+
+TEST(ClientDeadline, TheTotalTimeoutBoundsATricklingResponse) {
+  with_raw_server(trickle, [](const std::string& base) {
+    ClientOptions options;
+    options.read_timeout = 1s;  // never reached: a byte comes every 100 ms
+    options.timeout = 400ms;
+    Client client(options);
+    auto start = std::chrono::steady_clock::now();
+    Result<ClientResponse> r = client.get(base + "/slow");
+    auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(r) << "the whole response arrived";
+    EXPECT_TRUE(net::is_timeout(r.error())) << r.error().message();
+    EXPECT_GE(took, 390ms);
+    EXPECT_LT(took, 1500ms) << "per-read limits alone would take 8 s";
+  });
+}
+
+TEST(ClientDeadline, ARequestsOwnTimeoutOverridesTheClients) {
+  with_raw_server(trickle, [](const std::string& base) {
+    ClientOptions options;
+    options.timeout = 30s;
+    Client client(options);
+    ClientRequest quick;
+    quick.url = base + "/slow";
+    quick.timeout = 300ms;
+    auto start = std::chrono::steady_clock::now();
+    Result<ClientResponse> r = client.send(quick);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(net::is_timeout(r.error())) << r.error().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+  });
+}
+
+TEST(ClientDeadline, ACallWithinItsTimeoutSucceeds) {
+  Seen seen;
+  with_server(app(seen), {}, [&](const std::string& base) {
+    ClientOptions options;
+    options.timeout = 5s;
+    Client client(options);
+    Result<ClientResponse> r = client.get(base + "/slow");  // 500 ms
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "late");
+    options.timeout = 200ms;
+    Client impatient(options);
+    r = impatient.get(base + "/slow");
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(net::is_timeout(r.error()));
+  });
+}
+
+// 32 goroutines calling one host at once, ten calls each: with the default pool every
+// call after the first round reuses a connection, so no socket is closed and reopened.
+TEST(ClientPool, DozensOfConcurrentCallsReuseTheirConnections) {
+  Seen seen;
+  with_server(app(seen), {}, [&](const std::string& base) {
+    Client client;
+    constexpr int kCallers = 32, kCalls = 10;
+    std::atomic<int> ok{0};
+    goro::WaitGroup wg;
+    wg.add(kCallers);
+    for (int i = 0; i < kCallers; ++i) {
+      goro::go([&] {
+        for (int j = 0; j < kCalls; ++j) {
+          if (client.get(base + "/pool")) ok.fetch_add(1);
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(ok.load(), kCallers * kCalls);
+    EXPECT_LE(seen.count(), static_cast<std::size_t>(kCallers))
+        << "connections were closed and opened again";
+  });
+}
+
 TEST(Url, Parse) {
   Result<Url> u = parse_url("http://example.com");
   ASSERT_TRUE(u);

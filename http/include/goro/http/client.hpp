@@ -28,6 +28,12 @@
 namespace goro::http {
 
 struct ClientOptions {
+  // Time for a whole call: connecting, writing the request, reading the response head
+  // and body, and following redirects (Go's Client.Timeout); zero: no limit. Past it the
+  // call fails with a timeout error (net::is_timeout) and its connection is closed. The
+  // per-operation limits below still apply inside it. ClientRequest::timeout overrides
+  // it for one call.
+  std::chrono::nanoseconds timeout{0};
   // Time to connect (DNS, TCP and the TLS handshake).
   std::chrono::nanoseconds connect_timeout = std::chrono::seconds(10);
   // Longest wait for the next bytes of a response (head or body); zero: none.
@@ -35,8 +41,11 @@ struct ClientOptions {
   // Longest wait for writing a request; zero: none.
   std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
   // Idle connections kept per host, and for how long (closed between idle_timeout and
-  // 1.5 times it, by a goroutine that runs while the pool holds any).
-  std::size_t max_idle_per_host = 16;
+  // 1.5 times it, by a goroutine that runs while the pool holds any). The default lets a
+  // few dozen concurrent calls to one host reuse their connections: with fewer kept
+  // than are in use, each call past the limit closes a connection and the next opens
+  // one, leaving a socket in TIME_WAIT per call.
+  std::size_t max_idle_per_host = 64;
   std::chrono::nanoseconds idle_timeout = std::chrono::seconds(90);
   // Largest response body accepted (errc::body_too_large past it).
   std::uint64_t max_body_bytes = 64u << 20;
@@ -57,6 +66,8 @@ struct ClientRequest {
   std::string url;  // http://host[:port]/path?query or https://...
   Headers headers;
   std::string body;  // sent with Content-Length (none for an empty body on GET/HEAD)
+  // This call's total limit, in place of ClientOptions::timeout; zero: the client's.
+  std::chrono::nanoseconds timeout{0};
 };
 
 struct ClientResponse {
