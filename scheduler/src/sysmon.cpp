@@ -238,7 +238,8 @@ void sysmon_main() {
     // the other goroutines sleep on an idle P's timers.
     // (sysmon's back-off is left alone: on an overloaded machine timers run late
     // anyway, and waking Ms every 20 us would only add load.)
-    if (std::int64_t next = earliest_timer(); next != 0 && next + kStaleTimer < now) {
+    // (now - kStaleTimer, not next + kStaleTimer: a timer set for ever is INT64_MAX.)
+    if (std::int64_t next = earliest_timer(); next != 0 && next < now - kStaleTimer) {
       netpoll_break();
       wakep();
     }
