@@ -67,7 +67,12 @@ void relay_main(int read_end) {
     std::lock_guard lock(r.mu);
     for (ssize_t i = 0; i < n; ++i) {
       for (Registration& reg : r.registrations) {
-        if (reg.wanted[numbers[i]]) reg.ch.try_send(static_cast<int>(numbers[i]));
+        if (!reg.wanted[numbers[i]]) continue;
+        try {
+          reg.ch.try_send(static_cast<int>(numbers[i]));
+        } catch (const ChanClosed&) {
+          // The program closed a channel it had not stopped: it gets nothing more.
+        }
       }
     }
   }

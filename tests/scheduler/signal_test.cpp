@@ -96,6 +96,21 @@ TEST_P(SignalTest, AFullChannelDropsTheSignalAndNothingBlocks) {
   });
 }
 
+TEST_P(SignalTest, AClosedRegisteredChannelDoesNotStopTheOthers) {
+  run([] {
+    goro::Chan<int> closed(1), open(1);
+    ASSERT_FALSE(goro::signal_notify(closed, {SIGUSR1}));
+    ASSERT_FALSE(goro::signal_notify(open, {SIGUSR1}));
+    closed.close();
+    send_signal(SIGUSR1);
+    EXPECT_EQ(recv_within(open, 5s), SIGUSR1);
+    send_signal(SIGUSR1);
+    EXPECT_EQ(recv_within(open, 5s), SIGUSR1) << "the relay is still alive";
+    goro::signal_stop(closed);
+    goro::signal_stop(open);
+  });
+}
+
 TEST_P(SignalTest, StopEndsDeliveryAndRestoresTheDefaultAction) {
   run([] {
     ASSERT_TRUE(handler_is_default(SIGUSR2));

@@ -31,9 +31,10 @@ namespace goro {
 // runtime keeps: SIGURG (preemption) and the faults SIGSEGV, SIGBUS, SIGFPE and SIGILL.
 std::error_code signal_notify(const Chan<int>& ch, std::initializer_list<int> signals);
 
-// Stops sending signals to ch. When it returns, ch receives no more. A signal that no
-// channel asks for any more gets back the disposition it had before the first
-// signal_notify for it (the default action, or what the program had set).
+// Stops sending signals to ch. When it returns, ch receives no more. (A registered
+// channel that is closed without signal_stop only stops receiving; nothing throws.) A signal that
+// no channel asks for any more gets back the disposition it had before the first signal_notify for
+// it (the default action, or what the program had set).
 void signal_stop(const Chan<int>& ch);
 
 }  // namespace goro
