@@ -379,9 +379,16 @@ TEST_P(Scheduler, TimersFireInOrderAndOnTime) {
     std::sort(sorted.begin(), sorted.end());
     EXPECT_LT(sorted[n / 2], 2.0 * kScale) << "median lateness";
     EXPECT_LT(sorted[n - 1], 30.0 * kScale) << "worst lateness";
-    // Deadlines are 3 ms apart: the wake-up order is the deadline order.
+    // Deadlines are 3 ms apart: the wake-up order is the deadline order, except for
+    // timers that were due together because the thread ran late (a loaded machine);
+    // those are readied in one batch and may run in either order, as in Go. Timer j
+    // running before timer i < j counts only if i was less late than the 3 * (j - i) ms
+    // between their deadlines, so j was not yet due when i was.
     int inversions = 0;
-    for (int i = 1; i < n; ++i) inversions += order[i] < order[i - 1];
+    for (int k = 1; k < n; ++k) {
+      const int j = order[k - 1], i = order[k];
+      if (i < j && lateness_ms[i] < 3.0 * (j - i)) ++inversions;
+    }
     EXPECT_LE(inversions, kScale == 1 ? 0 : 3);
   });
 }
