@@ -188,15 +188,7 @@ void start_g(G* g, void (*entry)(void*)) {
   g->sp = make_context(g->closure, &g_main, g);
   g->status.store(GStatus::runnable, std::memory_order_relaxed);
   trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
-  M* m = this_m();
-  if (m && m->p) {
-    runqput(m->p, g, true);
-  } else {
-    sched.lock.lock();
-    globrunqput(g);
-    sched.lock.unlock();
-  }
-  wakep();
+  put_runnable_and_wake(g);
 }
 
 bool release_all_goroutines() {

@@ -45,18 +45,10 @@ void ready(G* g) {
     fatal("ready of a goroutine that is not waiting");
   trace_event(TraceKind::g_ready, g->id.load(std::memory_order_relaxed), 0);
   RuntimeScope scope;
-  M* m = this_m();
-  if (m && m->p) {
-    // Next in line, as Go's goready: the readied G runs before the rest of the queue,
-    // also when a timer readies it from the scheduler stack (else a pair of goroutines
-    // trading runnext would keep a woken sleeper waiting behind them).
-    runqput(m->p, g, true);
-  } else {
-    sched.lock.lock();
-    globrunqput(g);
-    sched.lock.unlock();
-  }
-  wakep();
+  // Next in line, as Go's goready: the readied G runs before the rest of the queue,
+  // also when a timer readies it from the scheduler stack (else a pair of goroutines
+  // trading runnext would keep a woken sleeper waiting behind them).
+  put_runnable_and_wake(g);
 }
 
 }  // namespace goro::detail
