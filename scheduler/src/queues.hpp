@@ -10,6 +10,7 @@
 
 #include "sched.hpp"
 #include "sysmon.hpp"
+#include "thread.hpp"
 
 namespace goro::detail {
 
@@ -24,6 +25,21 @@ void globrunqput_spill(P* pp, G** batch, std::uint32_t n);
 // itself into the global queue. pp's owner only.
 inline void runqput(P* pp, G* g, bool next) {
   runqput(pp->runq, g, next, [pp](G** batch, std::uint32_t n) { globrunqput_spill(pp, batch, n); });
+}
+
+// Queues g, already runnable, where the caller runs: next on this M's P (runnext, as
+// Go's goready and newproc do), or on the global queue from a thread without a P; then
+// wakes an idle P for it. For a new G (start_g) and a readied one (ready).
+inline void put_runnable_and_wake(G* g) {
+  M* m = this_m();
+  if (m && m->p) {
+    runqput(m->p, g, true);
+  } else {
+    sched.lock.lock();
+    globrunqput(g);
+    sched.lock.unlock();
+  }
+  wakep();
 }
 
 // Takes a G from pp's local queue (runq.hpp's runqget). pp's owner only.

@@ -162,18 +162,6 @@ void wakep() {
   startm(nullptr, true);
 }
 
-void put_runnable_and_wake(G* g) {
-  M* m = this_m();
-  if (m && m->p) {
-    runqput(m->p, g, true);
-  } else {
-    sched.lock.lock();
-    globrunqput(g);
-    sched.lock.unlock();
-  }
-  wakep();
-}
-
 void wake_net_poller(std::int64_t when) {
   if (sched.lastpoll.load(std::memory_order_seq_cst) == 0) {
     // poll_until is 0 or the time the blocked poll runs to: at worst a spurious

@@ -24,11 +24,6 @@ void startm(P* pp, bool spinning);
 // Starts one spinning M if there is an idle P and nobody spins (a G became runnable).
 void wakep();
 
-// Queues g, already runnable, where the caller runs: next on this M's P (runnext, as
-// Go's goready and newproc do), or on the global queue from a thread without a P; then
-// wakes an idle P for it. For a new G (start_g) and a readied one (ready).
-void put_runnable_and_wake(G* g);
-
 // A P's earliest timer became `when`: break the M blocked in the netpoller if it would
 // sleep past it, or, with nobody polling, start an M to poll (Go's wakeNetPoller).
 void wake_net_poller(std::int64_t when);
