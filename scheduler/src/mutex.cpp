@@ -13,6 +13,7 @@
 
 #include <goro/scheduler/mutex.hpp>
 
+#include <goro/scheduler/context.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 namespace goro {
@@ -33,7 +34,27 @@ bool can_spin(int iteration) { return iteration < 4 && maxprocs() > 1; }
 
 }  // namespace
 
-void Mutex::lock_slow() {
+std::error_code Mutex::lock(const Context& ctx) {
+  if (auto e = ctx.err()) return e;
+  std::int32_t expected = 0;
+  if (state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
+                                     std::memory_order_relaxed))
+    return {};
+  if (lock_slow(ctx.can_cancel() ? &ctx : nullptr)) return {};
+  return ctx.err();
+}
+
+// A waiter that gives up (its context was cancelled) after unlock woke it for the
+// mutex: clear `woken` and, if the mutex is free with waiters, wake one as unlock would.
+void Mutex::drop_woken() {
+  std::int32_t old = state_.load(std::memory_order_relaxed);
+  while (!state_.compare_exchange_weak(old, old & ~woken, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+  }
+  wake_waiter(old & ~woken);
+}
+
+bool Mutex::lock_slow(const Context* ctx) {
   std::int64_t wait_start = 0;
   bool starved = false;
   bool awoke = false;
@@ -53,6 +74,10 @@ void Mutex::lock_slow() {
       old = state_.load(std::memory_order_relaxed);
       continue;
     }
+    if (ctx != nullptr && ctx->cancelled()) {
+      if (awoke) drop_woken();
+      return false;
+    }
     std::int32_t next = old;
     if ((old & starving) == 0) next |= locked;  // newcomers do not barge a starving mutex
     if ((old & (locked | starving)) != 0) next += 1 << waiter_shift;
@@ -66,11 +91,24 @@ void Mutex::lock_slow() {
     if (!state_.compare_exchange_strong(old, next, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
       continue;                                    // `old` was reloaded
-    if ((old & (locked | starving)) == 0) return;  // we set `locked`
+    if ((old & (locked | starving)) == 0) return true;  // we set `locked`
     // Queued. A waiter that waited before goes back to the front of the line.
     const bool lifo = wait_start != 0;
     if (wait_start == 0) wait_start = detail::nanotime();
-    sema_.acquire(lifo, detail::WaitReason::mutex);
+    if (ctx == nullptr) {
+      sema_.acquire(lifo, detail::WaitReason::mutex);
+    } else if (!sema_.acquire(lifo, detail::WaitReason::mutex, *ctx)) {
+      // Cancelled while queued, and off the semaphore's queue: stop being counted. If an
+      // unlock already took us off the count for a token, that token went to the next
+      // waiter, or waits in the semaphore for the next one to queue (with `woken` still
+      // set, or the hand-off in starvation mode): the protocol stays consistent.
+      old = state_.load(std::memory_order_relaxed);
+      while ((old >> waiter_shift) != 0 &&
+             !state_.compare_exchange_weak(old, old - (1 << waiter_shift),
+                                           std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      }
+      return false;
+    }
     starved = starved || detail::nanotime() - wait_start > starvation_threshold_ns;
     old = state_.load(std::memory_order_acquire);
     if ((old & starving) != 0) {
@@ -82,28 +120,32 @@ void Mutex::lock_slow() {
       std::int32_t delta = locked - (1 << waiter_shift);
       if (!starved || (old >> waiter_shift) == 1) delta -= starving;
       state_.fetch_add(delta, std::memory_order_acq_rel);
-      return;
+      return true;
     }
     awoke = true;
     iteration = 0;
   }
 }
 
+void Mutex::wake_waiter(std::int32_t old) {
+  for (;;) {
+    // No waiters, or someone is already woken, holds the lock, or gets it handed:
+    // nothing to do.
+    if ((old >> waiter_shift) == 0 || (old & (locked | woken | starving)) != 0) return;
+    const std::int32_t next = (old - (1 << waiter_shift)) | woken;
+    if (state_.compare_exchange_strong(old, next, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      sema_.release();
+      return;
+    }
+  }
+}
+
 void Mutex::unlock_slow(std::int32_t now) {
   if (((now + locked) & locked) == 0) detail::sync_fatal("sync: unlock of unlocked mutex");
   if ((now & starving) == 0) {
-    std::int32_t old = now;
-    for (;;) {
-      // No waiters, or someone is already woken, holds the lock, or gets it handed:
-      // nothing to do.
-      if ((old >> waiter_shift) == 0 || (old & (locked | woken | starving)) != 0) return;
-      const std::int32_t next = (old - (1 << waiter_shift)) | woken;
-      if (state_.compare_exchange_strong(old, next, std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
-        sema_.release();
-        return;
-      }
-    }
+    wake_waiter(now);
+    return;
   }
   // Starvation mode: hand the mutex to the oldest waiter and let it run now. `locked`
   // stays clear until it wakes, but `starving` keeps newcomers out meanwhile.

@@ -7,6 +7,8 @@
 
 #include <goro/scheduler/waitgroup.hpp>
 
+#include <goro/scheduler/context.hpp>
+
 namespace goro {
 
 void WaitGroup::add(int delta) {
@@ -41,6 +43,38 @@ void WaitGroup::wait() {
         detail::sync_fatal("sync: WaitGroup is reused before previous wait has returned");
       return;
     }
+  }
+}
+
+std::error_code WaitGroup::wait(const Context& ctx) {
+  if (!ctx.can_cancel()) {
+    wait();
+    return {};
+  }
+  std::uint64_t state = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((state >> 32) == 0) return {};
+    if (auto e = ctx.err()) return e;
+    if (!state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      continue;
+    if (sema_.acquire(false, detail::WaitReason::waitgroup, ctx)) {
+      if (state_.load(std::memory_order_relaxed) != 0)
+        detail::sync_fatal("sync: WaitGroup is reused before previous wait has returned");
+      return {};
+    }
+    // Cancelled, and off the semaphore's queue. While the count is not zero we are
+    // still counted: uncount ourselves. Once add() has reset the state at zero, a token
+    // is on its way for us (add releases one per waiter it counted): take it, and the
+    // wait has simply completed.
+    state = state_.load(std::memory_order_acquire);
+    while ((state >> 32) != 0) {
+      if (state_.compare_exchange_weak(state, state - 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        return ctx.err();
+    }
+    sema_.acquire(false, detail::WaitReason::waitgroup);
+    return {};
   }
 }
 

@@ -3,6 +3,8 @@
 
 #include <goro/scheduler/detail/waitq.hpp>
 
+#include <goro/scheduler/context.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,10 +45,65 @@ void Semaphore::acquire(bool lifo, WaitReason reason) {
   // release() handed us its token.
 }
 
+namespace {
+
+// A cancellable acquire's state, shared with its cancel hook (both on the G's stack).
+struct CancellableAcquire {
+  Lock* lock;
+  WaitQueue* queue;
+  Waiter* waiter = nullptr;  // set once queued (under *lock)
+  bool cancelled = false;    // under *lock
+};
+
+// Runs under the context's lock: takes the waiter off the queue if it is still there.
+void cancel_acquire(CancelHook* hook) {
+  auto* a = static_cast<CancellableAcquire*>(hook->arg);
+  a->lock->lock();
+  a->cancelled = true;
+  Waiter* w = a->waiter;
+  G* g = nullptr;
+  if (w != nullptr && w->queued) {
+    a->queue->remove(w);
+    g = w->g;
+  }
+  a->lock->unlock();
+  if (g != nullptr) ready(g);
+}
+
+}  // namespace
+
+bool Semaphore::acquire(bool lifo, WaitReason reason, const Context& ctx) {
+  CancellableAcquire a{&lock_, &waiters_};
+  ContextWatch watch(ctx, cancel_acquire, &a);
+  if (!watch.ok()) return false;
+  RuntimeScope scope;
+  lock_.lock();
+  if (count_ > 0) {
+    --count_;
+    lock_.unlock();
+    return true;
+  }
+  if (a.cancelled) {
+    lock_.unlock();
+    return false;
+  }
+  Waiter w;
+  w.g = current_g();
+  a.waiter = &w;
+  if (lifo)
+    waiters_.push_front(&w);
+  else
+    waiters_.push_back(&w);
+  park(unlock_commit, &lock_, reason);
+  // Woken by release() (success: its token is ours) or by the cancel hook.
+  return w.success;
+}
+
 void Semaphore::release() {
   RuntimeScope scope;
   lock_.lock();
   if (Waiter* w = waiters_.pop_front()) {
+    w->success = true;  // read by a cancellable acquire
     G* g = w->g;
     lock_.unlock();
     ready(g);

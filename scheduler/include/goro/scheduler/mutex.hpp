@@ -16,10 +16,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <system_error>
 
 #include <goro/scheduler/detail/waitq.hpp>
 
 namespace goro {
+
+class Context;
 
 class Mutex {
  public:
@@ -34,8 +37,13 @@ class Mutex {
     if (state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
                                        std::memory_order_relaxed))
       return;
-    lock_slow();
+    lock_slow(nullptr);
   }
+
+  // Acquires the mutex unless ctx is cancelled first: returns {} holding the mutex, or
+  // ctx.err() without it (at once if ctx already is cancelled). A waiter that gives up
+  // leaves the queue; the others keep their places.
+  std::error_code lock(const Context& ctx);
 
   // Acquires the mutex if that can happen now; never blocks. Returns whether it did.
   // Like Go's TryLock it does not barge past a mutex in starvation mode.
@@ -67,8 +75,14 @@ class Mutex {
   static constexpr std::int32_t starving = 4;
   static constexpr int waiter_shift = 3;
 
-  void lock_slow();
+  // Returns false when ctx (may be null: no context) was cancelled first.
+  bool lock_slow(const Context* ctx);
   void unlock_slow(std::int32_t now);
+  // Normal mode, from state old: if there are waiters and nobody holds the mutex or is
+  // woken already, wakes one (claiming `woken` for it).
+  void wake_waiter(std::int32_t old);
+  // Gives up the duty of the waiter unlock woke (the `woken` bit): passes it on.
+  void drop_woken();
 
   std::atomic<std::int32_t> state_{0};
   detail::Semaphore sema_;  // where waiters park; a token is a wake-up (or, in

@@ -17,10 +17,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <system_error>
 
 #include <goro/scheduler/detail/waitq.hpp>
 
 namespace goro {
+
+class Context;
 
 class WaitGroup {
  public:
@@ -37,6 +40,9 @@ class WaitGroup {
 
   // Blocks (parks) until the count is zero; returns at once if it is.
   void wait();
+  // Like wait(), but returns ctx.err() if ctx is cancelled first ({} once the count is
+  // zero). Giving up changes nothing for the other waiters.
+  std::error_code wait(const Context& ctx);
 
  private:
   // High 32 bits: the count; low 32 bits: parked waiters. One word, so that add() at

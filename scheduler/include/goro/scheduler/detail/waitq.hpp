@@ -12,6 +12,10 @@
 
 #include <goro/scheduler/detail/runtime.hpp>
 
+namespace goro {
+class Context;
+}
+
 namespace goro::detail {
 
 struct SelectState;
@@ -108,6 +112,9 @@ class Semaphore {
   // Takes a token, parking until one is released. lifo: queue at the front (a waiter
   // that was woken, lost the race, and waits again keeps its place). Blocks.
   void acquire(bool lifo, WaitReason reason);
+  // Like acquire, but gives up when ctx is cancelled first: returns false, with no token
+  // taken and the caller off the queue. Returns true with a token otherwise.
+  bool acquire(bool lifo, WaitReason reason, const Context& ctx);
   // Gives a token to a waiter (readied) or banks it. Never blocks.
   void release();
 
