@@ -80,6 +80,14 @@ std::error_code Conn::set_deadline(Deadline d) {
   return fd_->set_deadline(d, detail::IoMode::both);
 }
 
+void Conn::interrupt(IoMode mode, goro::detail::G* waiter) {
+  if (fd_) fd_->interrupt(mode, waiter);
+}
+
+void Conn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
+  if (fd_) fd_->clear_interrupt(mode, waiter);
+}
+
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
 int Conn::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }

@@ -86,7 +86,31 @@ Result<std::int64_t> partial_deadline(std::int64_t now, std::int64_t deadline, s
   return now + share;
 }
 
-Result<Conn> dial_one(const detail::NetSpec& spec, const Addr& addr, std::int64_t deadline) {
+struct ConnectWatch {
+  detail::NetFd* fd;
+  goro::detail::G* waiter;
+};
+
+// Interrupts a connect in progress when the dial's context is cancelled.
+void interrupt_connect(goro::detail::CancelHook* hook) {
+  auto* w = static_cast<ConnectWatch*>(hook->arg);
+  w->fd->interrupt(IoMode::write, w->waiter);
+}
+
+// ctx's error when it is cancelled, or when ec is a timeout at ctx's deadline (the
+// socket's deadline timer may fire just before the context's); else ec.
+std::error_code dial_error(const Context& ctx, std::error_code ec) {
+  if (auto e = ctx.err()) return e;
+  if (ec == errc::interrupted) return make_error_code(context_errc::canceled);
+  if (ec == errc::timeout) {
+    if (auto d = ctx.deadline(); d && *d <= std::chrono::steady_clock::now())
+      return make_error_code(context_errc::deadline_exceeded);
+  }
+  return ec;
+}
+
+Result<Conn> dial_one(const detail::NetSpec& spec, const Addr& addr, std::int64_t deadline,
+                      const Context& ctx) {
   // A TCP connect to a free local port in the ephemeral range can connect the socket to
   // itself (simultaneous open); such a "connection" is refused and retried, as in Go.
   for (int attempt = 0;; ++attempt) {
@@ -94,7 +118,14 @@ Result<Conn> dial_one(const detail::NetSpec& spec, const Addr& addr, std::int64_
     if (fd < 0) return detail::last_errno();
     auto nfd = std::make_unique<detail::NetFd>(fd, addr.family(), spec.kind);
     if (auto ec = nfd->init()) return ec;
-    if (auto ec = nfd->connect(addr, deadline)) return ec;
+    ConnectWatch target{nfd.get(), goro::detail::current_g()};
+    std::error_code ec;
+    {
+      goro::detail::ContextWatch watch(ctx, interrupt_connect, &target);
+      ec = watch.ok() ? nfd->connect(addr, deadline) : ctx.err();
+    }
+    if (ec) return dial_error(ctx, ec);
+    nfd->clear_interrupt(IoMode::write, target.waiter);
     nfd->set_remote_addr(addr);
     if (spec.kind == Network::tcp) {
       if (nfd->local_addr() == addr) {
@@ -112,14 +143,31 @@ Result<Conn> dial_one(const detail::NetSpec& spec, const Addr& addr, std::int64_
 
 Result<Conn> dial(std::string_view network, std::string_view address,
                   std::chrono::nanoseconds timeout) {
+  return dial(network, address, timeout, Context());
+}
+
+Result<Conn> dial(std::string_view network, std::string_view address, const Context& ctx) {
+  return dial(network, address, {}, ctx);
+}
+
+Result<Conn> dial(std::string_view network, std::string_view address,
+                  std::chrono::nanoseconds timeout, const Context& ctx) {
+  if (auto e = ctx.err()) return e;
   auto spec = detail::parse_network(network);
   if (!spec) return spec.error();
   if (spec->sotype == 0) return std::errc::protocol_not_supported;
   std::int64_t deadline = timeout.count() > 0 ? goro::detail::nanotime_after(timeout.count()) : 0;
+  if (auto d = ctx.deadline()) {
+    const std::int64_t ctx_deadline = std::max<std::int64_t>(
+        1, std::chrono::duration_cast<std::chrono::nanoseconds>(d->time_since_epoch()).count());
+    if (deadline == 0 || ctx_deadline < deadline) deadline = ctx_deadline;
+  }
   if (spec->kind == Network::unix_stream) {
     auto addr = detail::parse_unix(address);
     if (!addr) return addr.error();
-    return dial_one(*spec, *addr, deadline);
+    auto conn = dial_one(*spec, *addr, deadline, ctx);
+    if (!conn) return dial_error(ctx, conn.error());
+    return conn;
   }
   auto parts = split_host_port(address);
   if (!parts) return parts.error();
@@ -130,6 +178,7 @@ Result<Conn> dial(std::string_view network, std::string_view address,
   if (host.empty()) host = spec->family == AF_INET6 ? "::1" : "127.0.0.1";
   auto addrs = detail::lookup(host, *port, spec->family, spec->kind);
   if (!addrs) return addrs.error();
+  if (auto e = ctx.err()) return e;  // a lookup cannot be interrupted: check after it
   std::error_code first_error;
   for (std::size_t i = 0; i < addrs->size(); ++i) {
     auto partial = partial_deadline(goro::detail::nanotime(), deadline, addrs->size() - i);
@@ -137,11 +186,12 @@ Result<Conn> dial(std::string_view network, std::string_view address,
       if (!first_error) first_error = partial.error();
       break;
     }
-    auto conn = dial_one(*spec, (*addrs)[i], *partial);
+    auto conn = dial_one(*spec, (*addrs)[i], *partial, ctx);
     if (conn) return conn;
+    if (ctx.err()) return ctx.err();
     if (!first_error) first_error = conn.error();
   }
-  return first_error;
+  return dial_error(ctx, first_error);
 }
 
 Result<std::vector<Addr>> resolve(std::string_view host) {

@@ -14,6 +14,7 @@ class NetCategory final : public std::error_category {
       case errc::timeout: return "i/o timeout";
       case errc::host_not_found: return "no such host";
       case errc::lookup_failed: return "host name lookup failed";
+      case errc::interrupted: return "operation interrupted";
     }
     return "unknown goro.net error";
   }

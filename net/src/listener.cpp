@@ -76,6 +76,30 @@ Listener::~Listener() {
   if (fd_) close();
 }
 
+namespace {
+struct AcceptWatch {
+  detail::NetFd* fd;
+  goro::detail::G* waiter;
+};
+}  // namespace
+
+Result<Conn> Listener::accept(const Context& ctx) {
+  if (auto e = ctx.err()) return e;
+  if (!fd_ || !ctx.can_cancel()) return accept();
+  AcceptWatch target{fd_.get(), goro::detail::current_g()};
+  Result<Conn> conn = [&]() -> Result<Conn> {
+    goro::detail::ContextWatch watch(ctx, [](goro::detail::CancelHook* h) {
+      auto* t = static_cast<AcceptWatch*>(h->arg);
+      t->fd->interrupt(IoMode::read, t->waiter);
+    }, &target);
+    if (!watch.ok()) return ctx.err();
+    return accept();
+  }();
+  target.fd->clear_interrupt(IoMode::read, target.waiter);
+  if (!conn && conn.error() == errc::interrupted && ctx.err()) return ctx.err();
+  return conn;
+}
+
 Result<Conn> Listener::accept() {
   if (!fd_) return kNotOpen;
   // Held through the back-off sleeps too, so close() waits until this call is out.

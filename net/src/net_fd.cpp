@@ -114,9 +114,26 @@ rt::PollStatus NetFd::wait(IoMode mode) noexcept { return rt::poll_wait(pd_, mod
 
 namespace {
 std::error_code wait_error(rt::PollStatus status) noexcept {
-  return status == rt::PollStatus::timeout ? errc::timeout : errc::closed;
+  switch (status) {
+    case rt::PollStatus::timeout:
+      return errc::timeout;
+    case rt::PollStatus::interrupted:
+      return errc::interrupted;
+    default:
+      return errc::closed;
+  }
 }
 }  // namespace
+
+void NetFd::interrupt(IoMode mode, rt::G* waiter) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (guard.held()) rt::poll_interrupt(pd_, mode, waiter);
+}
+
+void NetFd::clear_interrupt(IoMode mode, rt::G* waiter) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (guard.held()) rt::poll_clear_interrupt(pd_, mode, waiter);
+}
 
 std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   OpGuard guard(*this, OpGuard::ref);

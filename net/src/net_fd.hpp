@@ -64,6 +64,9 @@ class NetFd {
     if (mu_.decref()) destroy_for_closer();
   }
   std::error_code shutdown(int how);
+  // poll_interrupt / poll_clear_interrupt on the descriptor while it is open.
+  void interrupt(IoMode mode, goro::detail::G* waiter);
+  void clear_interrupt(IoMode mode, goro::detail::G* waiter);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
   std::error_code set_deadline(Deadline d, IoMode mode);

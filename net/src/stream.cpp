@@ -16,6 +16,14 @@ Result<std::size_t> read_full(Stream& s, void* buf, std::size_t len) {
   return done;
 }
 
+Result<std::size_t> Stream::read(void* buf, std::size_t len, const Context& ctx) {
+  return with_context(*this, IoMode::read, ctx, [&] { return read(buf, len); });
+}
+
+Result<std::size_t> Stream::write(const void* buf, std::size_t len, const Context& ctx) {
+  return with_context(*this, IoMode::write, ctx, [&] { return write(buf, len); });
+}
+
 namespace detail {
 
 std::int64_t to_nanotime(Deadline d) noexcept {

@@ -763,6 +763,19 @@ std::error_code TlsConn::set_write_deadline(Deadline d) {
 std::error_code TlsConn::set_deadline(Deadline d) {
   return impl_ ? impl_->inner->set_deadline(d) : kNotOpen;
 }
+void TlsConn::interrupt(IoMode mode, goro::detail::G* waiter) {
+  if (impl_) impl_->inner->interrupt(mode, waiter);
+}
+
+void TlsConn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
+  if (impl_) impl_->inner->clear_interrupt(mode, waiter);
+}
+
+std::error_code TlsConn::handshake(const Context& ctx) {
+  // The handshake both reads and writes.
+  return with_context(*this, IoMode::both, ctx, [&] { return handshake(); });
+}
+
 Addr TlsConn::remote_addr() const { return impl_ ? impl_->inner->remote_addr() : Addr(); }
 Addr TlsConn::local_addr() const { return impl_ ? impl_->inner->local_addr() : Addr(); }
 Stream& TlsConn::inner() noexcept { return *impl_->inner; }
@@ -796,8 +809,10 @@ std::string TlsConn::version() const {
 TlsListener::TlsListener(Listener inner, std::shared_ptr<TlsContext> ctx) noexcept
     : inner_(std::move(inner)), ctx_(std::move(ctx)) {}
 
-Result<TlsConn> TlsListener::accept() {
-  auto conn = inner_.accept();
+Result<TlsConn> TlsListener::accept() { return accept(Context()); }
+
+Result<TlsConn> TlsListener::accept(const Context& ctx) {
+  auto conn = inner_.accept(ctx);
   if (!conn) return conn.error();
   return TlsConn::server(std::make_unique<Conn>(std::move(*conn)), ctx_);
 }
@@ -812,6 +827,12 @@ Result<TlsListener> tls_listen(std::string_view network, std::string_view addres
 
 Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
                          std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout) {
+  return tls_dial(network, address, std::move(ctx), timeout, Context());
+}
+
+Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
+                         std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout,
+                         const Context& cancel) {
   if (!ctx || ctx->is_server()) return std::errc::invalid_argument;
   Deadline deadline = timeout.count() > 0 ? deadline_after(timeout) : no_deadline;
   std::string_view name = ctx->config().server_name;
@@ -820,12 +841,12 @@ Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
     if (!parts) return parts.error();
     name = parts->first;
   }
-  auto conn = dial(network, address, timeout);
+  auto conn = dial(network, address, timeout, cancel);
   if (!conn) return conn.error();
   if (deadline != no_deadline) (void)conn->set_deadline(deadline);
   auto tls = TlsConn::client(std::make_unique<Conn>(std::move(*conn)), std::move(ctx), name);
   if (!tls) return tls.error();
-  if (auto ec = tls->handshake()) return ec;
+  if (auto ec = tls->handshake(cancel)) return ec;
   if (deadline != no_deadline) (void)tls->set_deadline(no_deadline);
   return tls;
 }

@@ -99,6 +99,9 @@ class PollDesc {
   std::atomic<bool> hangup{false};  // epoll reported rdhup, hup, err or pri
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
+  // The G whose waits poll_interrupt interrupted, until poll_clear_interrupt.
+  std::atomic<G*> r_interrupted{nullptr};
+  std::atomic<G*> w_interrupted{nullptr};
   std::atomic<std::uint16_t> seq{0};  // bumped by poll_open and poll_close
   // (lock)
   std::int64_t rd = 0, wd = 0;  // deadlines in force, 0 = none
@@ -326,6 +329,8 @@ PollDesc* poll_open(int fd) {
   pd->hangup.store(false);
   pd->rd_expired.store(false);
   pd->wd_expired.store(false);
+  pd->r_interrupted.store(nullptr);
+  pd->w_interrupted.store(nullptr);
   pd->rd = pd->wd = 0;
   pd->rt.pd = pd->wt.pd = pd;
   pd->rt.mode = IoMode::read;
@@ -378,13 +383,51 @@ void poll_evict(PollDesc* pd) {
   if (w) ready(w);
 }
 
+namespace {
+
+// Interrupts waiter in one mode. The waiter finds the mark when it checks before
+// parking; if it is past that check, committing (kWait) or parked, it is woken. A kWait
+// of another G is woken too, harmlessly: its commit fails and it waits again.
+G* interrupt_one(PollDesc* pd, IoMode mode, G* waiter) {
+  auto& mark = mode == IoMode::read ? pd->r_interrupted : pd->w_interrupted;
+  mark.store(waiter, std::memory_order_release);
+  const std::uintptr_t held = slot(pd, mode).load(std::memory_order_acquire);
+  if (held != kWait && held != reinterpret_cast<std::uintptr_t>(waiter)) return nullptr;
+  return unblock(pd, mode, false);
+}
+
+}  // namespace
+
+void poll_interrupt(PollDesc* pd, IoMode mode, G* waiter) {
+  G* woken[2] = {nullptr, nullptr};
+  pd->lock.lock();
+  if (mode != IoMode::write) woken[0] = interrupt_one(pd, IoMode::read, waiter);
+  if (mode != IoMode::read) woken[1] = interrupt_one(pd, IoMode::write, waiter);
+  pd->lock.unlock();
+  for (G* g : woken)
+    if (g) ready(g);
+}
+
+void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter) {
+  G* expected = waiter;
+  if (mode != IoMode::write)
+    pd->r_interrupted.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+  expected = waiter;
+  if (mode != IoMode::read)
+    pd->w_interrupted.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+}
+
 PollStatus poll_wait(PollDesc* pd, IoMode mode) {
   RuntimeScope scope;
   auto& s = slot(pd, mode);
   auto& expired = mode == IoMode::read ? pd->rd_expired : pd->wd_expired;
+  auto& interrupt_mark = mode == IoMode::read ? pd->r_interrupted : pd->w_interrupted;
+  G* self = current_g();
+  auto interrupted = [&] { return interrupt_mark.load(std::memory_order_acquire) == self; };
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return PollStatus::closed;
     if (expired.load(std::memory_order_acquire)) return PollStatus::timeout;
+    if (interrupted()) return PollStatus::interrupted;
     std::uintptr_t old = s.load(std::memory_order_acquire);
     if (old == kReady) {
       if (s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel))
@@ -398,7 +441,8 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode) {
     if (!s.compare_exchange_strong(old, kWait, std::memory_order_acq_rel)) continue;
     // Recheck after announcing the wait: an evict or deadline in between saw kWait
     // and will have cleared it, making the commit fail.
-    if (!pd->closing.load(std::memory_order_acquire) && !expired.load(std::memory_order_acquire)) {
+    if (!pd->closing.load(std::memory_order_acquire) && !expired.load(std::memory_order_acquire) &&
+        !interrupted()) {
       park(wait_commit, &s, mode == IoMode::read ? WaitReason::io_read : WaitReason::io_write);
     }
     old = s.exchange(kEmpty, std::memory_order_acq_rel);

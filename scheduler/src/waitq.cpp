@@ -73,6 +73,8 @@ void cancel_acquire(CancelHook* hook) {
 }  // namespace
 
 bool Semaphore::acquire(bool lifo, WaitReason reason, const Context& ctx) {
+  // Both outlive the watch: the hook may run until the watch's destructor returns.
+  Waiter w;
   CancellableAcquire a{&lock_, &waiters_};
   ContextWatch watch(ctx, cancel_acquire, &a);
   if (!watch.ok()) return false;
@@ -87,7 +89,6 @@ bool Semaphore::acquire(bool lifo, WaitReason reason, const Context& ctx) {
     lock_.unlock();
     return false;
   }
-  Waiter w;
   w.g = current_g();
   a.waiter = &w;
   if (lifo)

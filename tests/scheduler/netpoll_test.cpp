@@ -40,6 +40,7 @@ const char* status_name(PollStatus s) {
     case PollStatus::ready: return "ready";
     case PollStatus::timeout: return "timeout";
     case PollStatus::closed: return "closed";
+    case PollStatus::interrupted: return "interrupted";
   }
   return "?";
 }

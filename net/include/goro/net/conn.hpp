@@ -37,6 +37,8 @@ class Conn final : public Stream {
   Conn& operator=(Conn&&) noexcept;
   ~Conn() override;
 
+  using Stream::read;  // the overloads taking a Context
+  using Stream::write;
   Result<std::size_t> read(void* buf, std::size_t len) override;
   // Reads exactly len bytes unless the peer ends the stream first; returns the count.
   Result<std::size_t> read_full(void* buf, std::size_t len);
@@ -58,6 +60,8 @@ class Conn final : public Stream {
 
   Addr remote_addr() const override;
   Addr local_addr() const override;
+  void interrupt(IoMode mode, goro::detail::G* waiter) override;
+  void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;

@@ -22,6 +22,11 @@ namespace goro::net {
 // Blocks (parks) until connected or failed.
 Result<Conn> dial(std::string_view network, std::string_view address,
                   std::chrono::nanoseconds timeout = {});
+// The same under a context: its deadline bounds the dial like a timeout, and its
+// cancellation ends a connect in progress; either way the dial returns ctx.err().
+Result<Conn> dial(std::string_view network, std::string_view address, const Context& ctx);
+Result<Conn> dial(std::string_view network, std::string_view address,
+                  std::chrono::nanoseconds timeout, const Context& ctx);
 
 // Looks host up: an IP literal is returned as is, a name is resolved with getaddrinfo
 // (in goro::blocking: /etc/hosts, then DNS). Returns the distinct addresses in the

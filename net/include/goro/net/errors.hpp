@@ -22,6 +22,9 @@ enum class errc {
   host_not_found = 3,
   // resolve()/dial(): the lookup failed otherwise (no answer from DNS, EAI_AGAIN, ...).
   lookup_failed = 4,
+  // Stream::interrupt woke the operation (how a context's cancellation reaches a read
+  // or write; the context-taking calls return the context's error instead).
+  interrupted = 5,
 };
 
 // The "goro.net" category.

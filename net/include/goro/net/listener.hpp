@@ -45,6 +45,9 @@ class Listener {
   // doubling up to 1 s, retrying until a descriptor frees up, and logs one line to
   // stderr per such episode. close() ends such a sleep at once.
   Result<Conn> accept();
+  // The same, given up with ctx.err() when ctx is cancelled first (a back-off sleep
+  // for lack of descriptors ends at its next step).
+  Result<Conn> accept(const Context& ctx);
 
   // The bound address (with the real port when listening on port 0).
   const Addr& addr() const noexcept { return addr_; }

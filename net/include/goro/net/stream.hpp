@@ -7,11 +7,18 @@
 #include <chrono>
 #include <cstddef>
 #include <system_error>
+#include <type_traits>
 
 #include <goro/net/addr.hpp>
+#include <goro/net/errors.hpp>
 #include <goro/net/result.hpp>
+#include <goro/scheduler/context.hpp>
+#include <goro/scheduler/detail/netpoll.hpp>
 
 namespace goro::net {
+
+// Which side of a stream an operation concerns: read, write or both.
+using IoMode = goro::detail::IoMode;
 
 // An absolute point in time on the steady clock. A default-constructed Deadline
 // (the clock's epoch) means "no deadline"; any other time in the past means "already
@@ -67,7 +74,63 @@ class Stream {
   // The peer's address and this end's address.
   virtual Addr remote_addr() const = 0;
   virtual Addr local_addr() const = 0;
+
+  // read() and write() that give up when ctx is cancelled first: the parked operation
+  // is woken and returns ctx.err() (context_errc::canceled or deadline_exceeded); what
+  // a TLS stream had already decrypted stays buffered for the next read. At once if ctx
+  // already is cancelled. Deadlines still apply.
+  Result<std::size_t> read(void* buf, std::size_t len, const Context& ctx);
+  Result<std::size_t> write(const void* buf, std::size_t len, const Context& ctx);
+
+  // Makes the read (mode read), the write (write) or both of goroutine `waiter`
+  // (goro::detail::current_g() in it) that wait in this stream, now or later, return
+  // errc::interrupted, until clear_interrupt(mode, waiter); other goroutines' operations
+  // go on. What the context calls above are built on; a stream that never waits does
+  // nothing. Callable from any thread.
+  virtual void interrupt(IoMode mode, goro::detail::G* waiter) {
+    (void)mode;
+    (void)waiter;
+  }
+  virtual void clear_interrupt(IoMode mode, goro::detail::G* waiter) {
+    (void)mode;
+    (void)waiter;
+  }
 };
+
+// Runs op (a call on stream s in direction mode) so that ctx's cancellation interrupts
+// it; returns ctx.err() when it did. The building block of Stream::read(ctx) and of
+// callers that have several calls to make under one context.
+template <class Op>
+auto with_context(Stream& s, IoMode mode, const Context& ctx, Op&& op) -> decltype(op()) {
+  if (auto e = ctx.err()) return e;
+  if (!ctx.can_cancel()) return op();
+  struct Target {
+    Stream* stream;
+    IoMode mode;
+    goro::detail::G* waiter;
+  } target{&s, mode, goro::detail::current_g()};
+  auto fire = [](goro::detail::CancelHook* h) {
+    auto* t = static_cast<Target*>(h->arg);
+    t->stream->interrupt(t->mode, t->waiter);
+  };
+  decltype(op()) result = [&]() -> decltype(op()) {
+    goro::detail::ContextWatch watch(ctx, fire, &target);
+    if (!watch.ok()) return ctx.err();
+    return op();
+  }();
+  // The hook is gone: clear what it may have set after op returned.
+  s.clear_interrupt(mode, target.waiter);
+  std::error_code ec;
+  if constexpr (std::is_same_v<decltype(op()), std::error_code>) {
+    ec = result;
+  } else {
+    if (!result) ec = result.error();
+  }
+  if (ec == make_error_code(errc::interrupted)) {
+    if (auto e = ctx.err()) return e;
+  }
+  return result;
+}
 
 // Reads exactly len bytes unless the stream ends first. Returns the count read: len,
 // or less (possibly 0) when the stream ended. Blocks like Stream::read.

@@ -109,7 +109,11 @@ class TlsConn final : public Stream {
   // Certificate failures are in x509_category(), protocol failures in tls_category().
   // Blocks until done, a deadline of the inner stream or close().
   std::error_code handshake();
+  // The handshake, given up with ctx.err() when ctx is cancelled first.
+  std::error_code handshake(const Context& ctx);
 
+  using Stream::read;  // the overloads taking a Context
+  using Stream::write;
   Result<std::size_t> read(void* buf, std::size_t len) override;
   Result<std::size_t> write(const void* buf, std::size_t len) override;
   Result<std::size_t> writev(const struct iovec* iov, int count) override;
@@ -132,6 +136,9 @@ class TlsConn final : public Stream {
   std::error_code set_deadline(Deadline d) override;
   Addr remote_addr() const override;
   Addr local_addr() const override;
+  // Forwarded to the stream underneath.
+  void interrupt(IoMode mode, goro::detail::G* waiter) override;
+  void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
 
   // After the handshake: the ALPN protocol agreed ("" if none), the SNI name the
   // client sent ("" if none; on a client, the name it sent), and "TLSv1.3" etc.
@@ -153,6 +160,7 @@ class TlsListener {
   TlsListener(Listener inner, std::shared_ptr<TlsContext> ctx) noexcept;
   // Waits for the next TCP connection (as Listener::accept); no handshake.
   Result<TlsConn> accept();
+  Result<TlsConn> accept(const Context& ctx);
   const Addr& addr() const noexcept { return inner_.addr(); }
   std::error_code close() { return inner_.close(); }
   std::error_code set_deadline(Deadline d) { return inner_.set_deadline(d); }
@@ -172,6 +180,11 @@ Result<TlsListener> tls_listen(std::string_view network, std::string_view addres
 // Blocks (parks) until the handshake is done or failed.
 Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
                          std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout = {});
+// The same under `cancel`: its deadline and cancellation end the dial and the
+// handshake, which then return cancel.err().
+Result<TlsConn> tls_dial(std::string_view network, std::string_view address,
+                         std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds timeout,
+                         const Context& cancel);
 
 // Errors of OpenSSL's library ("goro.tls"; messages from ERR_error_string_n) and of
 // certificate verification ("goro.x509"; values are X509_V_ERR_*, e.g. 62 for a host

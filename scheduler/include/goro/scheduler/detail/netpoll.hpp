@@ -8,7 +8,8 @@
 //  - poll_open / poll_close: by the owner of the descriptor, once each.
 //  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
 //    readers and writers of one connection).
-//  - poll_set_deadline / poll_evict: any G, concurrently with poll_wait.
+//  - poll_set_deadline / poll_evict / poll_interrupt: any thread, concurrently with
+//    poll_wait.
 // PollDescs are recycled, never freed; each registration is numbered, and an event
 // that epoll returned for an earlier one is dropped, so a late event for a closed
 // descriptor never reaches the descriptor that reuses its PollDesc.
@@ -19,8 +20,9 @@
 namespace goro::detail {
 
 class PollDesc;
+struct G;
 
-enum class PollStatus : std::uint8_t { ready, timeout, closed };
+enum class PollStatus : std::uint8_t { ready, timeout, closed, interrupted };
 
 // The direction a wait or a deadline concerns.
 enum class IoMode : std::uint8_t { read, write, both };
@@ -39,6 +41,13 @@ void poll_evict(PollDesc* pd);
 // wait, the deadline for that mode passes, or pd is evicted. A readiness edge that
 // arrived before the wait is not lost. Parks the G; never blocks the thread.
 PollStatus poll_wait(PollDesc* pd, IoMode mode);  // mode: read or write
+
+// Interrupts waiter's waits on pd in mode (read, write or both): wakes it if it is
+// parked there, and makes its later waits in that mode return PollStatus::interrupted
+// at once, until poll_clear_interrupt(pd, mode, waiter). Other goroutines' waits are
+// not affected. For cancelling an operation (a context's cancellation).
+void poll_interrupt(PollDesc* pd, IoMode mode, G* waiter);
+void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter);
 
 // Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
 // local shutdown, or an error) or TCP urgent data: either can leave something to read
