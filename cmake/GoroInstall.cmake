@@ -2,12 +2,14 @@
 #
 #   find_package(goro 0.1 REQUIRED)            # or: COMPONENTS scheduler net http framework
 #   target_link_libraries(app PRIVATE goro::framework)   # or goro::http, goro::scheduler ...
+#   target_link_libraries(app_test PRIVATE goro::httptest)   # component httptest
 #
 # Each layer installs its own library into the export set `goroTargets`
 # (install(TARGETS goro_<layer> EXPORT goroTargets) in <layer>/CMakeLists.txt) and its
-# headers under include/goro/<layer>/. This file, included last by the top-level
-# CMakeLists.txt, writes goroTargets.cmake, goroConfig.cmake and goroConfigVersion.cmake
-# into <prefix>/lib/cmake/goro.
+# headers under include/goro/<layer>/; goro::httptest (http/httptest/) installs its
+# library the same way, its header being among goro::http's. This file, included last
+# by the top-level CMakeLists.txt, writes goroTargets.cmake, goroConfig.cmake and
+# goroConfigVersion.cmake into <prefix>/lib/cmake/goro.
 include(CMakePackageConfigHelpers)
 
 set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
@@ -18,7 +20,7 @@ set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
 # those again in the consumer).
 set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
-foreach(layer scheduler net http framework)
+foreach(layer scheduler net http httptest framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)

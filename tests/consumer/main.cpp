@@ -1,4 +1,5 @@
-// Uses an installed goro: a few goroutines, a channel, a sleep. Prints "consumer: ok"
+// Uses an installed goro: a few goroutines, a channel, a sleep; with goro::httptest, a
+// handler served by record() and by a test server on loopback. Prints "consumer: ok"
 // and exits 0 when the runtime behaves.
 #if defined(CONSUMER_HAS_FRAMEWORK)
 #include <goro/goro.hpp>
@@ -7,8 +8,42 @@
 #include <goro/scheduler/runtime.hpp>
 #endif
 
+#if defined(CONSUMER_HAS_HTTPTEST)
+#include <goro/http/httptest.hpp>
+#endif
+
 #include <chrono>
 #include <cstdio>
+#include <string>
+
+#if defined(CONSUMER_HAS_HTTPTEST)
+// A handler checked without a network, then over a socket; 0 when both answer right.
+static int check_httptest() {
+  namespace httptest = goro::http::httptest;
+  goro::http::Handler hello = [](goro::http::Request& req, goro::http::ResponseWriter& w) {
+    w.text("hello " + std::string(req.path()));
+  };
+  httptest::Recorded r = httptest::record(hello, httptest::new_request("GET", "/you"));
+  if (r.status != 200 || r.body != "hello /you") {
+    std::printf("consumer: httptest::record gave %d '%s'\n", r.status, r.body.c_str());
+    return 1;
+  }
+  goro::Result<httptest::Server> server = httptest::Server::start(hello);
+  if (!server) {
+    std::printf("consumer: httptest::Server: %s\n", server.error().message().c_str());
+    return 1;
+  }
+  goro::Result<goro::http::ClientResponse> got = server->client().get(server->url() + "/net");
+  server->close();
+  if (!got || got->body != "hello /net") {
+    std::printf("consumer: httptest::Server answered %s\n",
+                got ? got->body.c_str() : got.error().message().c_str());
+    return 1;
+  }
+  std::printf("consumer: httptest record and server at %s\n", server->url().c_str());
+  return 0;
+}
+#endif
 
 int main() {
   int rc = goro::run([]() -> int {
@@ -29,6 +64,9 @@ int main() {
     }
     std::printf("consumer: %d goroutines on %d Ps, goid of main %llu\n", kN, goro::maxprocs(),
                 static_cast<unsigned long long>(goro::goid()));
+#if defined(CONSUMER_HAS_HTTPTEST)
+    if (check_httptest() != 0) return 1;
+#endif
     return 0;
   });
   if (rc == 0) std::printf("consumer: ok\n");
