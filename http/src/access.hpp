@@ -51,7 +51,8 @@ struct ResponseAccess {
   // (Content-*, ETag, Last-Modified), to answer 500 instead; the other headers stay (a
   // request id, CORS or cache headers a middleware set before the handler failed).
   static void discard(ResponseWriter& w);
-  // Makes w keep the whole response in memory: flush() does nothing.
+  // Makes w keep the whole response in memory: flush() does nothing, and each write or
+  // flush first calls its sink's write_out(nullptr, 0), failing with that call's error.
   static void hold(ResponseWriter& w);
   // Copies the status, headers and body held by `from` (see hold) into `to`.
   static std::error_code replay(ResponseWriter& from, ResponseWriter& to);

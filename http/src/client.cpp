@@ -220,18 +220,22 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // keeps only a weak reference, so a Client destroyed meanwhile ends it.
   static void reap(std::weak_ptr<Impl> weak);
 
-  Result<PooledConn> connect(const Url& url, net::Deadline total);
   std::optional<PooledConn> take_idle(const std::string& key);
   void put_idle(const std::string& key, PooledConn conn);
   Result<ClientResponse> round_trip(const ClientRequest& request, const Url& url,
                                     net::Deadline total);
+  Result<PooledConn> connect(const Url& url, net::Deadline total, const Context& ctx);
+  // round_trip, then the redirects options.max_redirects allows.
+  Result<ClientResponse> follow_redirects(const ClientRequest& request, Url url,
+                                          net::Deadline total);
   // One attempt on conn. reusable: the connection may go back to the pool;
   // got_anything: a response byte arrived (without one, a retry is safe).
   Result<ClientResponse> exchange(PooledConn& conn, const ClientRequest& request, const Url& url,
                                   net::Deadline total, bool& reusable, bool& got_anything);
 };
 
-Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total) {
+Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total,
+                                         const Context& cancel) {
   std::string address = net::join_host_port(url.host, url.port);
   std::chrono::nanoseconds dial_timeout = options.connect_timeout;
   if (total != net::no_deadline) {
@@ -239,7 +243,7 @@ Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total) {
     if (left <= std::chrono::nanoseconds::zero()) return make_error_code(net::errc::timeout);
     if (dial_timeout.count() <= 0 || left < dial_timeout) dial_timeout = left;
   }
-  Result<net::Conn> conn = net::dial("tcp", address, dial_timeout);
+  Result<net::Conn> conn = net::dial("tcp", address, dial_timeout, cancel);
   if (!conn) return conn.error();
   PooledConn pooled;
   pooled.fd = conn->fd();
@@ -262,7 +266,7 @@ Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total) {
     Result<net::TlsConn> secure =
         net::TlsConn::client(std::make_unique<net::Conn>(std::move(*conn)), ctx, url.host);
     if (!secure) return secure.error();
-    if (std::error_code ec = secure->handshake()) return ec;
+    if (std::error_code ec = secure->handshake(cancel)) return ec;
     secure->set_deadline(net::no_deadline);
     pooled.stream = std::make_unique<net::TlsConn>(std::move(*secure));
   } else {
@@ -491,19 +495,24 @@ Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, co
     std::optional<PooledConn> pooled = attempt == 0 ? take_idle(key) : std::nullopt;
     bool reused = pooled.has_value();
     if (!pooled) {
-      Result<PooledConn> fresh = connect(url, total);
+      Result<PooledConn> fresh = connect(url, total, request.context);
       if (!fresh) return fresh.error();
       pooled = std::move(*fresh);
     }
     bool reusable = false, got_anything = false;
-    Result<ClientResponse> r = exchange(*pooled, request, url, total, reusable, got_anything);
+    // The context's cancellation interrupts whichever of the write and the read parks.
+    Result<ClientResponse> r = net::with_context(*pooled->stream, net::IoMode::both,
+                                                 request.context, [&] {
+                                                   return exchange(*pooled, request, url, total,
+                                                                   reusable, got_anything);
+                                                 });
     if (r && reusable) {
       put_idle(key, std::move(*pooled));
     } else {
       pooled->stream->close();
     }
     if (!r && reused && !got_anything && idempotent(request.method) &&
-        !net::is_timeout(r.error())) {
+        !net::is_timeout(r.error()) && !request.context.err()) {
       continue;  // the server had dropped the idle connection
     }
     return r;
@@ -522,16 +531,32 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
   // One deadline for the whole call, redirects included (Go's Client.Timeout).
   std::chrono::nanoseconds timeout =
       request.timeout.count() > 0 ? request.timeout : impl_->options.timeout;
-  const net::Deadline total = timeout.count() > 0 ? net::deadline_after(timeout) : net::no_deadline;
-  Result<ClientResponse> response = impl_->round_trip(request, *url, total);
-  const std::string first_host = url->host;
+  if (auto e = request.context.err()) return e;
+  net::Deadline total = timeout.count() > 0 ? net::deadline_after(timeout) : net::no_deadline;
+  if (auto d = request.context.deadline(); d && (total == net::no_deadline || *d < total))
+    total = *d;
+  Result<ClientResponse> response = impl_->follow_redirects(request, std::move(*url), total);
+  if (!response) {
+    // Whatever the attempt was doing when the context ended, the context says why.
+    if (auto e = request.context.err()) return e;
+    if (auto d = request.context.deadline();
+        d && net::is_timeout(response.error()) && *d <= std::chrono::steady_clock::now())
+      return make_error_code(context_errc::deadline_exceeded);
+  }
+  return response;
+}
+
+Result<ClientResponse> Client::Impl::follow_redirects(const ClientRequest& request, Url url,
+                                                net::Deadline total) {
+  Result<ClientResponse> response = round_trip(request, url, total);
+  const std::string first_host = url.host;
   int redirects = 0;
   ClientRequest next;
-  while (response && impl_->options.max_redirects > 0) {
+  while (response && options.max_redirects > 0) {
     int s = response->status;
     std::string_view location = response->header("location");
     if (!(s == 301 || s == 302 || s == 303 || s == 307 || s == 308) || location.empty()) break;
-    if (++redirects > impl_->options.max_redirects) return errc::too_many_redirects;
+    if (++redirects > options.max_redirects) return errc::too_many_redirects;
     const ClientRequest& previous = redirects == 1 ? request : next;
     ClientRequest follow;
     follow.headers = previous.headers;
@@ -543,7 +568,8 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
       follow.method = previous.method;
       follow.body = previous.body;
     }
-    follow.url = resolve_reference(*url, location);
+    follow.context = previous.context;
+    follow.url = resolve_reference(url, location);
     Result<Url> target = parse_url(follow.url);
     if (!target) return target.error();
     // Credentials go only to the host they were given for (or its subdomains), as Go
@@ -553,8 +579,8 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
         follow.headers.remove(name);
     }
     next = std::move(follow);
-    url = std::move(target);
-    response = impl_->round_trip(next, *url, total);
+    url = std::move(*target);
+    response = round_trip(next, url, total);
   }
   return response;
 }
@@ -562,6 +588,13 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
 Result<ClientResponse> Client::get(std::string_view url) {
   ClientRequest r;
   r.url = std::string(url);
+  return send(r);
+}
+
+Result<ClientResponse> Client::get(std::string_view url, const Context& ctx) {
+  ClientRequest r;
+  r.url = std::string(url);
+  r.context = ctx;
   return send(r);
 }
 

@@ -14,6 +14,7 @@ class HttpCategory final : public std::error_category {
       case errc::malformed_body: return "malformed body framing";
       case errc::unexpected_eof: return "connection closed before the message ended";
       case errc::response_finished: return "response already finished";
+      case errc::handler_timeout: return "handler timed out; response already sent";
       case errc::content_length_exceeded: return "body longer than its Content-Length";
       case errc::malformed_response: return "malformed HTTP response";
       case errc::bad_url: return "unsupported or malformed URL";

@@ -1,11 +1,13 @@
 #include <goro/http/middleware.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
@@ -111,6 +113,11 @@ class GuardedSource final : public detail::BodySource {
     return !cut_off_ && real_ != nullptr && real_->client_gone();
   }
   void interrupt_reads() override {}
+  Context request_context() override {
+    // Not reached in practice: the timeout middleware sets the request's context first.
+    std::lock_guard lock(mu_);
+    return real_ != nullptr ? real_->request_context() : Context();
+  }
   detail::BodySource* real_source() const { return real_; }
 
   // Called by the connection goroutine when the time is up.
@@ -126,10 +133,19 @@ class GuardedSource final : public detail::BodySource {
   bool cut_off_ = false;  // guarded by mu_
 };
 
-class NullSink final : public detail::ResponseSink {
+// The sink of the held response: takes nothing (the response is replayed onto the
+// connection's writer), and refuses writes once the time is up.
+class TimedSink final : public detail::ResponseSink {
  public:
-  std::error_code write_out(const iovec*, int) override { return {}; }
+  std::error_code write_out(const iovec*, int) override {
+    return cut_off_.load(std::memory_order_acquire) ? make_error_code(errc::handler_timeout)
+                                                    : std::error_code{};
+  }
   bool reusable() override { return true; }
+  void cut_off() { cut_off_.store(true, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> cut_off_{false};
 };
 
 }  // namespace
@@ -137,9 +153,12 @@ class NullSink final : public detail::ResponseSink {
 Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
   return [limit, message = std::string(message)](Handler next) -> Handler {
     return [limit, message, next = std::move(next)](Request& req, ResponseWriter& w) {
+      const Context outer = req.context();
+      auto [ctx, cancel] = goro::with_timeout(outer, limit);
+      req.set_context(ctx);
       GuardedSource guard(detail::RequestAccess::swap_source(req, nullptr));
       detail::RequestAccess::swap_source(req, &guard);
-      NullSink sink;
+      TimedSink sink;
       ResponseWriter held;
       detail::ResponseAccess::begin(held, &sink, req.version_minor(), false, true, 0);
       detail::ResponseAccess::hold(held);
@@ -153,18 +172,23 @@ Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
         }
         done.close();
       });
-      if (goro::select(goro::recv_case(done), goro::timeout_case(limit)) == 0) {
+      // The context's deadline is the limit; it also ends early when the client goes.
+      if (goro::select(goro::recv_case(done), goro::recv_case(ctx.done())) == 0) {
         detail::RequestAccess::swap_source(req, guard.real_source());
+        req.set_context(outer);
+        cancel();
         if (failure) std::rethrow_exception(failure);
         detail::ResponseAccess::replay(held, w);
         return;
       }
+      sink.cut_off();
       guard.cut_off();
       detail::ResponseAccess::set_keep_alive(w, false);
       w.text(message, status::service_unavailable);
       detail::ResponseAccess::finish(w);
       done.recv();  // the handler still uses req, whose data the connection owns
       detail::RequestAccess::swap_source(req, guard.real_source());
+      req.set_context(outer);
     };
   };
 }

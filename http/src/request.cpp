@@ -84,6 +84,10 @@ bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::stri
   req.remote_addr_ = remote_addr;
   req.source_ = source;
   req.path_value_count_ = 0;
+  if (req.ctx_ready_) {
+    req.ctx_ = Context();
+    req.ctx_ready_ = false;
+  }
   return prepare_paths(req.decoded_path_, req.path_, req.raw_path_, req.raw_query_, req.target_);
 }
 
@@ -98,10 +102,22 @@ bool RequestAccess::prepare(Request& req, std::string_view method, std::string_v
   req.remote_addr_ = {};
   req.source_ = source;
   req.path_value_count_ = 0;
+  if (req.ctx_ready_) {
+    req.ctx_ = Context();
+    req.ctx_ready_ = false;
+  }
   return prepare_paths(req.decoded_path_, req.path_, req.raw_path_, req.raw_query_, req.target_);
 }
 
 }  // namespace detail
+
+const Context& Request::context() {
+  if (!ctx_ready_) {
+    if (source_ != nullptr) ctx_ = source_->request_context();
+    ctx_ready_ = true;
+  }
+  return ctx_;
+}
 
 std::optional<std::string> Request::query(std::string_view name) const {
   std::string_view rest = raw_query_;

@@ -49,6 +49,11 @@ std::error_code ResponseWriter::fail(std::error_code ec) noexcept {
 std::error_code ResponseWriter::write(std::string_view data) {
   if (error_) return error_;
   if (finished_) return errc::response_finished;
+  // A held response asks its sink whether it is still wanted (http::timeout's is not
+  // once the time is up).
+  if (hold_) {
+    if (std::error_code ec = sink_->write_out(nullptr, 0)) return fail(ec);
+  }
   if (data.empty()) return {};
   if (!head_sent_) {
     // A HEAD response stores nothing, so it can wait for the total and send Content-Length.
@@ -65,6 +70,9 @@ std::error_code ResponseWriter::write(std::string_view data) {
 std::error_code ResponseWriter::flush() {
   if (error_) return error_;
   if (finished_) return errc::response_finished;
+  if (hold_) {
+    if (std::error_code ec = sink_->write_out(nullptr, 0)) return fail(ec);
+  }
   if (!head_sent_ && !hold_) return send_head(false);
   return {};
 }

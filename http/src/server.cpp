@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 
 #include <goro/http/errors.hpp>
@@ -50,6 +51,12 @@ class ServerConn;
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
+  // Every request context derives from base, cancelled when the shutdown deadline
+  // passes; shutdown_started is cancelled as shutdown begins.
+  Context base;
+  CancelFunc cancel_base;
+  Context shutdown_started;
+  CancelFunc cancel_shutdown_started;
 
   goro::Mutex mu;  // guards the fields below, and ServerConn::idle_
   std::unordered_set<detail::ServerConn*> conns;
@@ -98,6 +105,8 @@ class ServerConn final : public BodySource, public ResponseSink {
   }
 
   ~ServerConn() {
+    // First: the hook points at this object (it returns once no call is running).
+    if (hangup_hook_set_) stream_->on_hangup(nullptr, nullptr);
     {
       std::lock_guard lock(server_->mu);
       server_->conns.erase(this);
@@ -131,6 +140,10 @@ class ServerConn final : public BodySource, public ResponseSink {
   Result<std::size_t> read_body(void* buf, std::size_t len) override;
   bool client_gone() override;
   void interrupt_reads() override;
+  Context request_context() override;
+  // The stream's hang-up hook: cancels the current request's context.
+  static void hung_up(void* self);
+  void end_request_context();
   std::error_code write_out(const iovec* iov, int count) override;
   bool reusable() override;
 
@@ -157,6 +170,13 @@ class ServerConn final : public BodySource, public ResponseSink {
   std::atomic<bool> reads_interrupted_{false};  // interrupt_reads set a deadline of its own
   bool peer_gone_ = false;
   std::error_code body_error_;
+
+  // The current request's context, made on the handler's first Request::context().
+  std::mutex ctx_mu_;         // guards request_cancel_ and hung_up_ (the hook takes it)
+  CancelFunc request_cancel_;  // empty while no request context is live
+  bool hung_up_ = false;       // the hook has run: the client is gone
+  bool request_ctx_made_ = false;  // the connection goroutine's own
+  bool hangup_hook_set_ = false;
 };
 
 bool ServerConn::set_idle(bool idle) {
@@ -258,6 +278,7 @@ void ServerConn::serve_request() {
     }
   }
   handler_done_ = true;
+  if (request_ctx_made_) end_request_context();
   if (body_error_ && net::is_timeout(body_error_) && !writer_.headers_sent() &&
       writer_.bytes_written() == 0 && writer_.status() == status::ok) {
     // The handler gave up on a body that stopped coming and said nothing: not a success.
@@ -460,6 +481,44 @@ void ServerConn::interrupt_reads() {
   stream_->set_read_deadline(net::Deadline(std::chrono::nanoseconds(1)));
 }
 
+Context ServerConn::request_context() {
+  auto [ctx, cancel] = goro::with_cancel(server_->base);
+  if (!hangup_hook_set_) hangup_hook_set_ = stream_->on_hangup(&ServerConn::hung_up, this);
+  bool gone;
+  {
+    std::lock_guard lock(ctx_mu_);
+    request_cancel_ = cancel;
+    gone = hung_up_;
+  }
+  request_ctx_made_ = true;
+  // Gone before the hook was in place: peer_closed polls the socket once.
+  if (gone || client_gone()) cancel();
+  return ctx;
+}
+
+void ServerConn::hung_up(void* self) {
+  auto* conn = static_cast<ServerConn*>(self);
+  CancelFunc cancel;
+  {
+    std::lock_guard lock(conn->ctx_mu_);
+    conn->hung_up_ = true;
+    cancel = conn->request_cancel_;
+  }
+  cancel();
+}
+
+// The handler returned: its context ends (Go cancels it once ServeHTTP returns).
+void ServerConn::end_request_context() {
+  CancelFunc cancel;
+  {
+    std::lock_guard lock(ctx_mu_);
+    cancel = std::move(request_cancel_);
+    request_cancel_ = CancelFunc();
+  }
+  request_ctx_made_ = false;
+  cancel();
+}
+
 bool ServerConn::client_gone() {
   if (!peer_gone_ && stream_->peer_closed()) peer_gone_ = true;
   return peer_gone_;
@@ -502,7 +561,12 @@ std::error_code ServerConn::write_out(const iovec* iov, int count) {
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
+  std::tie(impl_->base, impl_->cancel_base) = goro::with_cancel(impl_->options.base_context);
+  std::tie(impl_->shutdown_started, impl_->cancel_shutdown_started) =
+      goro::with_cancel(goro::background());
 }
+
+Context Server::shutdown_context() const { return impl_->shutdown_started; }
 
 Server::~Server() = default;
 
@@ -570,6 +634,7 @@ void Server::serve_conn(std::unique_ptr<net::Stream> stream) {
 
 std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline) {
   goro::Chan<int> drained;
+  impl_->cancel_shutdown_started();
   {
     std::lock_guard lock(impl_->mu);
     impl_->shutting_down = true;
@@ -586,6 +651,9 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
       goro::select(goro::recv_case(drained), goro::timeout_case(left)) == 0) {
     return {};
   }
+  // Out of time: the handlers still running learn it through their contexts, and their
+  // connections close.
+  impl_->cancel_base();
   std::lock_guard lock(impl_->mu);
   if (impl_->conns.empty()) return {};
   for (detail::ServerConn* c : impl_->conns) c->close_stream();

@@ -88,6 +88,8 @@ void Conn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
   if (fd_) fd_->clear_interrupt(mode, waiter);
 }
 
+bool Conn::on_hangup(void (*fn)(void*), void* arg) { return fd_ && fd_->on_hangup(fn, arg); }
+
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
 int Conn::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }

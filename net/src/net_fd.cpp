@@ -135,6 +135,13 @@ void NetFd::clear_interrupt(IoMode mode, rt::G* waiter) {
   if (guard.held()) rt::poll_clear_interrupt(pd_, mode, waiter);
 }
 
+bool NetFd::on_hangup(void (*fn)(void*), void* arg) {
+  OpGuard guard(*this, OpGuard::ref);
+  if (!guard.held()) return false;
+  rt::poll_set_hangup_hook(pd_, fn, arg);
+  return true;
+}
+
 std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   OpGuard guard(*this, OpGuard::ref);
   if (!guard.held()) return errc::closed;

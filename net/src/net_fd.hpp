@@ -67,6 +67,8 @@ class NetFd {
   // poll_interrupt / poll_clear_interrupt on the descriptor while it is open.
   void interrupt(IoMode mode, goro::detail::G* waiter);
   void clear_interrupt(IoMode mode, goro::detail::G* waiter);
+  // poll_set_hangup_hook while open; false once closed.
+  bool on_hangup(void (*fn)(void*), void* arg);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
   std::error_code set_deadline(Deadline d, IoMode mode);

@@ -771,6 +771,10 @@ void TlsConn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
   if (impl_) impl_->inner->clear_interrupt(mode, waiter);
 }
 
+bool TlsConn::on_hangup(void (*fn)(void*), void* arg) {
+  return impl_ && impl_->inner->on_hangup(fn, arg);
+}
+
 std::error_code TlsConn::handshake(const Context& ctx) {
   // The handshake both reads and writes.
   return with_context(*this, IoMode::both, ctx, [&] { return handshake(); });

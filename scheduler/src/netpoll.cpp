@@ -56,6 +56,7 @@
 #include "timer.hpp"
 #include "trace.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -103,7 +104,11 @@ class PollDesc {
   std::atomic<G*> r_interrupted{nullptr};
   std::atomic<G*> w_interrupted{nullptr};
   std::atomic<std::uint16_t> seq{0};  // bumped by poll_open and poll_close
+  // Calls of the hang-up hook in progress (poll_set_hangup_hook waits them out).
+  std::atomic<int> hangup_calls{0};
   // (lock)
+  void (*hangup_fn)(void*) = nullptr;
+  void* hangup_arg = nullptr;
   std::int64_t rd = 0, wd = 0;  // deadlines in force, 0 = none
   DeadlineTimer rt, wt;
   PollDesc* link = nullptr;  // free list (cache_mu)
@@ -177,6 +182,17 @@ void deadline_fire(Timer* t) {
   }
   pd->lock.unlock();
   if (g) ready(g);
+}
+
+void call_hangup_hook(PollDesc* pd) {
+  pd->lock.lock();
+  void (*fn)(void*) = pd->hangup_fn;
+  void* arg = pd->hangup_arg;
+  if (fn != nullptr) pd->hangup_calls.fetch_add(1, std::memory_order_acq_rel);
+  pd->lock.unlock();
+  if (fn == nullptr) return;
+  fn(arg);
+  pd->hangup_calls.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 }  // namespace
@@ -285,6 +301,7 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
     // Before unblocking: a reader that consumes this readiness must also see it.
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
       pd->hangup.store(true, std::memory_order_release);
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) call_hangup_hook(pd);
     G* gs[2] = {nullptr, nullptr};
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
       gs[0] = unblock(pd, IoMode::read, true);
@@ -332,6 +349,8 @@ PollDesc* poll_open(int fd) {
   pd->r_interrupted.store(nullptr);
   pd->w_interrupted.store(nullptr);
   pd->rd = pd->wd = 0;
+  pd->hangup_fn = nullptr;
+  pd->hangup_arg = nullptr;
   pd->rt.pd = pd->wt.pd = pd;
   pd->rt.mode = IoMode::read;
   pd->wt.mode = IoMode::write;
@@ -378,7 +397,10 @@ void poll_evict(PollDesc* pd) {
   pd->closing.store(true, std::memory_order_release);
   G* r = unblock(pd, IoMode::read, false);
   G* w = unblock(pd, IoMode::write, false);
+  pd->hangup_fn = nullptr;  // its owner may go once the descriptor is closed
+  pd->hangup_arg = nullptr;
   pd->lock.unlock();
+  while (pd->hangup_calls.load(std::memory_order_acquire) != 0) sched_yield();
   if (r) ready(r);
   if (w) ready(w);
 }
@@ -448,6 +470,15 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode) {
     old = s.exchange(kEmpty, std::memory_order_acq_rel);
     if (old == kReady) return PollStatus::ready;
   }
+}
+
+void poll_set_hangup_hook(PollDesc* pd, void (*fn)(void*), void* arg) {
+  pd->lock.lock();
+  pd->hangup_fn = fn;
+  pd->hangup_arg = arg;
+  pd->lock.unlock();
+  // A call that read the previous hook may still run: wait it out (it does not block).
+  while (pd->hangup_calls.load(std::memory_order_acquire) != 0) sched_yield();
 }
 
 std::uint64_t poll_event_data(PollDesc* pd) {

@@ -24,6 +24,7 @@
 
 #include <goro/http/headers.hpp>
 #include <goro/net/result.hpp>
+#include <goro/scheduler/context.hpp>
 
 namespace goro::http {
 
@@ -68,6 +69,10 @@ struct ClientRequest {
   std::string body;  // sent with Content-Length (none for an empty body on GET/HEAD)
   // This call's total limit, in place of ClientOptions::timeout; zero: the client's.
   std::chrono::nanoseconds timeout{0};
+  // The call gives up when this context is cancelled or its deadline passes, whatever
+  // it is doing (connecting, writing, waiting for the response): the request is
+  // abandoned, its connection closed, and the call fails with context.err().
+  Context context;
 };
 
 struct ClientResponse {
@@ -93,6 +98,8 @@ class Client {
   // errc::too_many_redirects. An HTTP error status is not a failure. Blocks (parks).
   Result<ClientResponse> send(const ClientRequest& request);
   Result<ClientResponse> get(std::string_view url);
+  // GET under ctx (see ClientRequest::context).
+  Result<ClientResponse> get(std::string_view url, const Context& ctx);
   Result<ClientResponse> post(std::string_view url, std::string_view content_type,
                               std::string body);
 

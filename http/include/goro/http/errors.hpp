@@ -34,6 +34,9 @@ enum class errc {
   // Client: the request's method, a header name or a header value holds characters
   // HTTP does not allow there (a CR or LF would split the request).
   invalid_request,
+  // Server: http::timeout's limit passed and the client was answered 503; what the
+  // handler writes afterwards is dropped.
+  handler_timeout,
 };
 
 const std::error_category& http_category() noexcept;

@@ -34,10 +34,12 @@ Middleware access_log(LogSink sink = {});
 Middleware recover(LogSink sink = {});
 
 // Bounds the time a handler may take to answer. The handler runs in its own goroutine
-// and its response is held in memory (flush() does nothing); if it finishes within
-// `limit` the response is sent as it made it. Otherwise the client gets 503 with
-// Connection: close at once, a body read of the handler waiting at that moment fails
-// with a timeout, as do later ones, and what the handler writes afterwards is dropped.
+// under a request context with `limit` as its deadline, and its response is held in
+// memory (flush() does nothing); if it finishes within `limit` the response is sent as
+// it made it. Otherwise the client gets 503 with Connection: close at once, the
+// handler's context is cancelled (deadline_exceeded: its sleeps, backend calls and
+// reads under it return), a body read waiting at that moment fails with a timeout, as
+// do later ones, and its writes fail with errc::handler_timeout.
 // The connection goroutine waits for the handler to return before it closes the
 // connection, since the request's data lives in the connection's buffers.
 Middleware timeout(std::chrono::nanoseconds limit,

@@ -12,6 +12,7 @@
 
 #include <goro/http/headers.hpp>
 #include <goro/net/result.hpp>
+#include <goro/scheduler/context.hpp>
 
 namespace goro::http {
 
@@ -23,6 +24,8 @@ class BodySource {
   virtual bool client_gone() = 0;
   // Makes a read_body waiting in another goroutine return (with a timeout error) soon.
   virtual void interrupt_reads() = 0;
+  // A new context for the request being served (see Request::context).
+  virtual Context request_context() = 0;
 
  protected:
   ~BodySource() = default;
@@ -94,6 +97,21 @@ class Request {
   // as gone, as in Go.
   bool client_gone();
 
+  // The request's context (Go's Request.Context()). The server cancels it when the
+  // client goes away while the handler runs (the netpoller sees the connection closed
+  // or reset: no read needed), when the server's shutdown deadline passes, and when the
+  // handler returns; http::timeout cancels it when its limit passes. Pass it to every
+  // blocking call made for this request (sleep, a backend call through the Client, a
+  // query), so that a client that leaves frees its goroutine and the work at once.
+  // Made on first use: a handler that never asks pays nothing.
+  const Context& context();
+  // Replaces the context for the handlers further down (Go's WithContext): middleware
+  // adds values (a request id, a user) or a tighter deadline derived from context().
+  void set_context(Context ctx) noexcept {
+    ctx_ = std::move(ctx);
+    ctx_ready_ = true;
+  }
+
  private:
   friend struct detail::RequestAccess;
 
@@ -105,6 +123,8 @@ class Request {
   std::string decoded_path_;
   std::vector<std::pair<std::string, std::string>> path_values_;
   std::size_t path_value_count_ = 0;
+  Context ctx_;
+  bool ctx_ready_ = false;
 };
 
 }  // namespace goro::http

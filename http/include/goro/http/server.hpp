@@ -67,6 +67,9 @@ struct ServerOptions {
   std::size_t stack_size = 0;
   // Where a handler's exception is reported; empty: one line on stderr.
   std::function<void(std::string_view message)> error_log;
+  // The parent of every request's context (Go's BaseContext): values put there (a
+  // logger, a database handle) reach every handler, and cancelling it cancels them all.
+  Context base_context;
 };
 
 class Server {
@@ -97,6 +100,12 @@ class Server {
 
   // Connections currently open.
   std::size_t connection_count() const;
+
+  // Cancelled as soon as shutdown() begins. A long-lived handler (a stream of events, a
+  // long poll) watches it beside its request's context and ends early, instead of
+  // holding the shutdown to its deadline. (Request contexts themselves are cancelled
+  // only at the deadline: ordinary requests in flight finish normally.)
+  Context shutdown_context() const;
 
   struct Impl;
 

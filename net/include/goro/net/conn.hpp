@@ -62,6 +62,7 @@ class Conn final : public Stream {
   Addr local_addr() const override;
   void interrupt(IoMode mode, goro::detail::G* waiter) override;
   void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
+  bool on_hangup(void (*fn)(void*), void* arg) override;
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;

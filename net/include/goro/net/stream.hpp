@@ -95,6 +95,16 @@ class Stream {
     (void)mode;
     (void)waiter;
   }
+
+  // Asks for fn(arg) to be called, on any thread and without blocking, when the peer
+  // hangs up (the netpoller sees the connection closed or reset), including while
+  // nobody reads; fn == nullptr stops that and returns once no call is in progress.
+  // Returns false when this stream cannot tell (then fn is never called).
+  virtual bool on_hangup(void (*fn)(void*), void* arg) {
+    (void)fn;
+    (void)arg;
+    return false;
+  }
 };
 
 // Runs op (a call on stream s in direction mode) so that ctx's cancellation interrupts

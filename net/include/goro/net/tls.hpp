@@ -139,6 +139,7 @@ class TlsConn final : public Stream {
   // Forwarded to the stream underneath.
   void interrupt(IoMode mode, goro::detail::G* waiter) override;
   void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
+  bool on_hangup(void (*fn)(void*), void* arg) override;
 
   // After the handshake: the ALPN protocol agreed ("" if none), the SNI name the
   // client sent ("" if none; on a client, the name it sent), and "TLSv1.3" etc.

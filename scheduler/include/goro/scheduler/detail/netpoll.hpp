@@ -49,6 +49,13 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode);  // mode: read or write
 void poll_interrupt(PollDesc* pd, IoMode mode, G* waiter);
 void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter);
 
+// From now on, fn(arg) is called when epoll reports a hang-up of the descriptor (the
+// peer closed or reset the connection: rdhup, hup or err), on whichever thread polls,
+// while no lock is held; it must not block. poll_set_hangup_hook(pd, nullptr, nullptr)
+// ends that, and returns once no call of the previous hook is still running. One hook
+// per descriptor; poll_evict and poll_open clear it (poll_evict waits out a call).
+void poll_set_hangup_hook(PollDesc* pd, void (*fn)(void*), void* arg);
+
 // Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
 // local shutdown, or an error) or TCP urgent data: either can leave something to read
 // after a read that came back short, with no edge to announce it. Sticky.
