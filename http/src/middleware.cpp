@@ -134,18 +134,28 @@ class GuardedSource final : public detail::BodySource {
 };
 
 // The sink of the held response: takes nothing (the response is replayed onto the
-// connection's writer), and refuses writes once the time is up.
+// connection's writer), and refuses writes once the handler's deadline has passed. It
+// asks the context itself, which is cancelled before anything can wake the handler, so
+// no write made after the handler could learn of the deadline gets through.
 class TimedSink final : public detail::ResponseSink {
  public:
+  explicit TimedSink(const Context& ctx) : ctx_(ctx) {}
   std::error_code write_out(const iovec*, int) override {
-    return cut_off_.load(std::memory_order_acquire) ? make_error_code(errc::handler_timeout)
-                                                    : std::error_code{};
+    if (!cut_off_.load(std::memory_order_acquire) &&
+        ctx_.err() != context_errc::deadline_exceeded)
+      return {};
+    refused_.store(true, std::memory_order_release);
+    return make_error_code(errc::handler_timeout);
   }
   bool reusable() override { return true; }
   void cut_off() { cut_off_.store(true, std::memory_order_release); }
+  // Whether a write was refused: the held response is not what the handler meant.
+  bool refused() const { return refused_.load(std::memory_order_acquire); }
 
  private:
+  const Context& ctx_;
   std::atomic<bool> cut_off_{false};
+  std::atomic<bool> refused_{false};
 };
 
 }  // namespace
@@ -158,7 +168,7 @@ Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
       req.set_context(ctx);
       GuardedSource guard(detail::RequestAccess::swap_source(req, nullptr));
       detail::RequestAccess::swap_source(req, &guard);
-      TimedSink sink;
+      TimedSink sink(ctx);
       ResponseWriter held;
       detail::ResponseAccess::begin(held, &sink, req.version_minor(), false, true, 0);
       detail::ResponseAccess::hold(held);
@@ -173,7 +183,8 @@ Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
         done.close();
       });
       // The context's deadline is the limit; it also ends early when the client goes.
-      if (goro::select(goro::recv_case(done), goro::recv_case(ctx.done())) == 0) {
+      if (goro::select(goro::recv_case(done), goro::recv_case(ctx.done())) == 0 &&
+          !sink.refused()) {
         detail::RequestAccess::swap_source(req, guard.real_source());
         req.set_context(outer);
         cancel();
@@ -183,6 +194,7 @@ Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
       }
       sink.cut_off();
       guard.cut_off();
+      cancel();  // the client went (the parent was cancelled): say so to the handler too
       detail::ResponseAccess::set_keep_alive(w, false);
       w.text(message, status::service_unavailable);
       detail::ResponseAccess::finish(w);
