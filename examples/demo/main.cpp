@@ -8,7 +8,8 @@
 //   GET  /, /plaintext   "Hello, World!" (text/plain)
 //   GET  /json           {"message":"Hello, World!"}
 //   POST /echo           the request body, with its Content-Type
-//   GET  /sleep?ms=N     parks the goroutine N ms (goro::sleep), then "ok": costs no thread
+//   GET  /sleep?ms=N     parks the goroutine N ms (goro::sleep), then "ok": costs no thread;
+//                        ends at once if the client leaves (the request's context)
 //   GET  /block?ms=N     a real blocking syscall (nanosleep) inside goro::blocking: the
 //                        runtime hands the P to another thread meanwhile; then "ok"
 //   GET  /cpu?ms=N       N ms of CPU without any runtime call (preemption at work)
@@ -16,14 +17,15 @@
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
 //
-// SIGINT / SIGTERM: graceful shutdown (requests in flight get 5 s), then one line on
-// stdout with the requests the handlers took and finished, which a test holds against
-// the responses its client received.
+// The service shell is goro::App: the address also comes from GORO_ADDR or PORT, and
+// SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
+// --shutdown-timeout). Then one line on stdout with the requests the handlers took and
+// finished, which a test holds against the responses its client received.
+#include <goro/app.hpp>
 #include <goro/goro.hpp>
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -117,7 +119,8 @@ http::Router make_router(const std::string& root) {
   r.handle("GET /sleep", [](http::Request& req, http::ResponseWriter& w) {
     std::optional<long> ms = query_number(req, w, "ms", 100, 60'000);
     if (!ms) return;
-    goro::sleep(std::chrono::milliseconds(*ms));
+    // Under the request's context: a client that leaves frees this goroutine at once.
+    if (goro::sleep(std::chrono::milliseconds(*ms), req.context())) return;
     w.text("ok");
   });
   r.handle("GET /block", [](http::Request& req, http::ResponseWriter& w) {
@@ -154,115 +157,38 @@ http::Router make_router(const std::string& root) {
 void usage() {
   std::fprintf(stderr,
                "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
-               "[--access-log]\n"
+               "[--shutdown-timeout SECONDS] [--access-log]\n"
                "       goro-demo --probe URL\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string addr = "127.0.0.1:8080", root, cert, key;
+  if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
+  goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
+  std::string root;
   bool log = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage();
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--addr") {
-      addr = value();
-    } else if (a == "--root") {
-      root = value();
-    } else if (a == "--tls-cert") {
-      cert = value();
-    } else if (a == "--tls-key") {
-      key = value();
-    } else if (a == "--access-log") {
+  const auto& args = app.args();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--root" && i + 1 < args.size()) {
+      root = args[++i];
+    } else if (args[i] == "--access-log") {
       log = true;
-    } else if (a == "--probe" && argc == 3) {
-      return probe(value());
     } else {
       usage();
       return 2;
     }
   }
-  if (cert.empty() != key.empty()) {
-    usage();
-    return 2;
-  }
-  std::signal(SIGPIPE, SIG_IGN);
-
-  return goro::run([&]() -> int {
-    goro::Chan<int> signals(1);
-    if (std::error_code ec = goro::signal_notify(signals, {SIGINT, SIGTERM})) {
-      std::fprintf(stderr, "goro-demo: signals: %s\n", ec.message().c_str());
-      return 1;
-    }
-    http::Handler app;
-    try {
-      app = make_router(root);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "goro-demo: %s\n", e.what());
-      return 1;
-    }
-    RequestCounts counts;
-    app = log ? http::chain(app, {count_requests(counts), http::recover(), http::access_log()})
-              : http::chain(app, {count_requests(counts), http::recover()});
-    http::Server server(app);
-
-    std::error_code error;
-    goro::WaitGroup serving;
-    serving.add(1);
-    if (cert.empty()) {
-      goro::Result<goro::net::Listener> ln = goro::net::listen("tcp", addr);
-      if (!ln) {
-        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(),
-                     ln.error().message().c_str());
-        return 1;
-      }
-      std::printf("goro-demo: serving http://%s on %d Ps\n", ln->addr().to_string().c_str(),
-                  goro::maxprocs());
-      std::fflush(stdout);
-      goro::go([&, ln = std::move(*ln)]() mutable {
-        error = server.serve(ln);
-        serving.done();
-      });
-    } else {
-      goro::net::TlsConfig config;
-      config.certificates.push_back({cert, key});
-      config.alpn = {"http/1.1"};
-      auto ctx = goro::net::TlsContext::server(config);
-      if (!ctx) {
-        std::fprintf(stderr, "goro-demo: TLS: %s\n", ctx.error().message().c_str());
-        return 1;
-      }
-      auto ln = goro::net::tls_listen("tcp", addr, *ctx);
-      if (!ln) {
-        std::fprintf(stderr, "goro-demo: listen %s: %s\n", addr.c_str(),
-                     ln.error().message().c_str());
-        return 1;
-      }
-      std::printf("goro-demo: serving https://%s on %d Ps\n", ln->addr().to_string().c_str(),
-                  goro::maxprocs());
-      std::fflush(stdout);
-      goro::go([&, ln = std::move(*ln)]() mutable {
-        error = server.serve(ln);
-        serving.done();
-      });
-    }
-    const int sig = signals.recv().value_or(0);
-    std::printf("goro-demo: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    std::fflush(stdout);
-    std::error_code shutdown = server.shutdown(std::chrono::steady_clock::now() + 5s);
-    serving.wait();
-    if (shutdown) std::fprintf(stderr, "goro-demo: %s\n", shutdown.message().c_str());
+  RequestCounts counts;
+  const int code = app.run([&] {
+    http::Handler routes = make_router(root);
+    return log ? http::chain(routes, {count_requests(counts), http::recover(), http::access_log()})
+               : http::chain(routes, {count_requests(counts), http::recover()});
+  });
+  if (code == 0) {
     std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",
                 static_cast<unsigned long long>(counts.finished.load()),
                 static_cast<unsigned long long>(counts.started.load() - counts.finished.load()));
-    std::fflush(stdout);
-    return 0;
-  });
+  }
+  return code;
 }

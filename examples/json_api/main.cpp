@@ -1,6 +1,6 @@
 // goro-json-api: a tiny in-memory notes API with path parameters.
 //
-//   $ ./goro-json-api 127.0.0.1:8080
+//   $ ./goro-json-api --addr 127.0.0.1:8080
 //   $ curl -X PUT -d 'buy milk' localhost:8080/notes/1
 //   $ curl localhost:8080/notes/1        -> {"id":"1","text":"buy milk"}
 //   $ curl localhost:8080/notes          -> [{"id":"1","text":"buy milk"}]
@@ -8,6 +8,7 @@
 //
 // Handlers run on many goroutines at once, so the map is guarded by a goro::Mutex
 // (a std::mutex would block the whole thread if it were ever held across a park).
+#include <goro/app.hpp>
 #include <goro/goro.hpp>
 
 #include <cstdio>
@@ -41,44 +42,36 @@ std::string note_json(const std::string& id, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string addr = argc > 1 ? argv[1] : "127.0.0.1:8080";
-  return goro::run([&]() -> int {
-    goro::Mutex mu;
-    std::map<std::string, std::string> notes;  // guarded by mu
+  goro::Mutex mu;
+  std::map<std::string, std::string> notes;  // guarded by mu
 
-    http::Router r;
-    r.handle("GET /notes", [&](http::Request&, http::ResponseWriter& w) {
-      std::lock_guard lock(mu);
-      std::string out = "[";
-      for (const auto& [id, text] : notes) out += (out.size() > 1 ? "," : "") + note_json(id, text);
-      w.json(out + "]");
-    });
-    r.handle("GET /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
-      std::string id(req.path_value("id"));
-      std::lock_guard lock(mu);
-      auto it = notes.find(id);
-      if (it == notes.end()) return (void)w.json(R"({"error":"no such note"})", 404);
-      w.json(note_json(id, it->second));
-    });
-    r.handle("PUT /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
-      goro::Result<std::string> body = req.body();
-      if (!body) return;
-      std::string id(req.path_value("id"));
-      std::lock_guard lock(mu);
-      bool created = notes.insert_or_assign(id, *body).second;
-      w.json(note_json(id, *body), created ? 201 : 200);
-    });
-    r.handle("DELETE /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
-      std::lock_guard lock(mu);
-      bool erased = notes.erase(std::string(req.path_value("id"))) > 0;
-      w.set_status(erased ? 204 : 404);
-    });
-
-    std::printf("goro-json-api: http://%s/notes\n", addr.c_str());
-    std::fflush(stdout);
-    std::error_code ec =
-        http::listen_and_serve(addr, http::chain(r, {http::recover(), http::access_log()}));
-    std::fprintf(stderr, "goro-json-api: %s\n", ec.message().c_str());
-    return 1;
+  http::Router r;
+  r.handle("GET /notes", [&](http::Request&, http::ResponseWriter& w) {
+    std::lock_guard lock(mu);
+    std::string out = "[";
+    for (const auto& [id, text] : notes) out += (out.size() > 1 ? "," : "") + note_json(id, text);
+    w.json(out + "]");
   });
+  r.handle("GET /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
+    std::string id(req.path_value("id"));
+    std::lock_guard lock(mu);
+    auto it = notes.find(id);
+    if (it == notes.end()) return (void)w.json(R"({"error":"no such note"})", 404);
+    w.json(note_json(id, it->second));
+  });
+  r.handle("PUT /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
+    goro::Result<std::string> body = req.body();
+    if (!body) return;
+    std::string id(req.path_value("id"));
+    std::lock_guard lock(mu);
+    bool created = notes.insert_or_assign(id, *body).second;
+    w.json(note_json(id, *body), created ? 201 : 200);
+  });
+  r.handle("DELETE /notes/{id}", [&](http::Request& req, http::ResponseWriter& w) {
+    std::lock_guard lock(mu);
+    bool erased = notes.erase(std::string(req.path_value("id"))) > 0;
+    w.set_status(erased ? 204 : 404);
+  });
+  goro::App app(argc, argv, {.name = "goro-json-api"});
+  return app.run(http::chain(r, {http::recover(), http::access_log()}));
 }

@@ -1,6 +1,6 @@
 // goro-sse: server-sent events, fanned out over channels.
 //
-//   $ ./goro-sse 127.0.0.1:8080
+//   $ ./goro-sse --addr 127.0.0.1:8080
 //   $ curl -N localhost:8080/events            # in several terminals
 //   $ curl -d 'hello' localhost:8080/publish   # every subscriber prints "data: hello"
 //
@@ -9,6 +9,7 @@
 // subscriber list, so no lock is needed: subscribe, unsubscribe and publish are all
 // messages to it. A subscriber that cannot keep up loses messages instead of slowing the
 // others (try_send).
+#include <goro/app.hpp>
 #include <goro/goro.hpp>
 
 #include <cstdio>
@@ -56,8 +57,9 @@ struct Hub {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string addr = argc > 1 ? argv[1] : "127.0.0.1:8080";
-  return goro::run([&]() -> int {
+  goro::App app(argc, argv, {.name = "goro-sse"});
+  return app.run([]() -> http::Handler {
+    // Made on the main goroutine once the runtime is up: it starts goroutines.
     auto hub = std::make_shared<Hub>();
     goro::go([hub] { hub->run(); });
     goro::go([hub] {
@@ -77,10 +79,17 @@ int main(int argc, char** argv) {
       if (w.flush()) return;
       Subscriber mine(64);
       hub->subscribe.send(mine);
-      while (!req.client_gone()) {
+      // The stream ends when the client leaves (the request's context) or the server
+      // starts shutting down, instead of holding the shutdown to its deadline.
+      const goro::Context& ctx = req.context();
+      const goro::Context stopping = http::shutdown_context(req);
+      for (;;) {
         std::optional<std::string> message;
-        if (goro::select(goro::recv_case(mine, message), goro::timeout_case(15s)) ==
-            goro::select_timeout) {
+        const int fired =
+            goro::select(goro::recv_case(mine, message), goro::recv_case(ctx.done()),
+                         goro::recv_case(stopping.done()), goro::timeout_case(15s));
+        if (fired == 1 || fired == 2) break;
+        if (fired == goro::select_timeout) {
           if (w.write(": keep-alive\n\n") || w.flush()) break;
           continue;
         }
@@ -94,11 +103,6 @@ int main(int argc, char** argv) {
       hub->publish.send(*body);
       w.text("published\n");
     });
-
-    std::printf("goro-sse: curl -N http://%s/events\n", addr.c_str());
-    std::fflush(stdout);
-    std::error_code ec = http::listen_and_serve(addr, r);
-    std::fprintf(stderr, "goro-sse: %s\n", ec.message().c_str());
-    return 1;
+    return r;
   });
 }

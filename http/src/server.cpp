@@ -75,6 +75,10 @@ struct Server::Impl {
 };
 
 namespace detail {
+
+// Where a request's context finds its server's shutdown_context().
+const goro::ContextKey<Context> shutdown_key{"goro.http.shutdown"};
+
 namespace {
 
 // How long (and how much) a connection closed with request input still unread keeps
@@ -561,9 +565,10 @@ std::error_code ServerConn::write_out(const iovec* iov, int count) {
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
-  std::tie(impl_->base, impl_->cancel_base) = goro::with_cancel(impl_->options.base_context);
   std::tie(impl_->shutdown_started, impl_->cancel_shutdown_started) =
       goro::with_cancel(goro::background());
+  std::tie(impl_->base, impl_->cancel_base) = goro::with_cancel(goro::with_value(
+      impl_->options.base_context, detail::shutdown_key, impl_->shutdown_started));
 }
 
 Context Server::shutdown_context() const { return impl_->shutdown_started; }
@@ -658,6 +663,11 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
   if (impl_->conns.empty()) return {};
   for (detail::ServerConn* c : impl_->conns) c->close_stream();
   return errc::shutdown_timeout;
+}
+
+Context shutdown_context(Request& req) {
+  const Context* started = req.context().value(detail::shutdown_key);
+  return started != nullptr ? *started : Context();
 }
 
 std::size_t Server::connection_count() const {

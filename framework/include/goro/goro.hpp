@@ -2,9 +2,11 @@
 // public headers of every goro layer that is part of the build:
 //
 //   scheduler  goro::run, goro::go, goro::sleep, goro::yield, goro::blocking,
-//              Chan and select (with timeout cases), Mutex, WaitGroup, Cond, Once
+//              Chan and select (with timeout cases), Mutex, WaitGroup, Cond, Once,
+//              Context (cancellation, deadlines, values), signal_notify
 //   net        Listener, Conn, dial, deadlines, TLS              (goro::net)
 //   http       Server, Router, Request, ResponseWriter, Client   (goro::http)
+//   app        goro::App: flags, signals, graceful shutdown around a Server
 //
 // Link goro::framework (CMake: find_package(goro) + target_link_libraries(app PRIVATE
 // goro::framework)) and every layer below comes with it. A layer's headers are included
@@ -18,6 +20,7 @@
 // ---- scheduler (always there) ---------------------------------------------------
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/cond.hpp>
+#include <goro/scheduler/context.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/once.hpp>
 #include <goro/scheduler/runtime.hpp>
@@ -32,5 +35,6 @@
 
 // ---- http ------------------------------------------------------------------------
 #if __has_include(<goro/http/http.hpp>)
+#include <goro/app.hpp>
 #include <goro/http/http.hpp>
 #endif

@@ -113,6 +113,10 @@ class Server {
   std::shared_ptr<Impl> impl_;
 };
 
+// The shutdown_context() of the server that serves req; background() for a request
+// that no Server made.
+Context shutdown_context(Request& req);
+
 // Listens on address ("host:port") and serves handler with default options. Blocks
 // until the listener fails; returns that error.
 std::error_code listen_and_serve(std::string_view address, Handler handler);

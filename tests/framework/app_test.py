@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""End-to-end test of goro::App through app_test_server (argv[1]): where the address
+comes from (--addr, GORO_ADDR, PORT), the startup line, a graceful SIGTERM with a
+request in flight, the shutdown deadline cancelling a stuck request's context, a
+long-lived handler ending at shutdown, and the exit codes for a port in use and a bad
+flag. Standard library only; exits non-zero with the reasons."""
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+binary = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start(args=(), env=None):
+    e = dict(os.environ, GORO_MAXPROCS="2")
+    for k in ("GORO_ADDR", "PORT"):
+        e.pop(k, None)
+    e.update(env or {})
+    p = subprocess.Popen([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=e)
+    first = p.stdout.readline()
+    return p, first
+
+
+def get(port, target, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", target)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def get_safe(port, target):
+    try:
+        return get(port, target)
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+
+
+def stop(p, sig=signal.SIGTERM, timeout=15):
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+# 1. --addr, and the startup line: name, scheme, address, Ps, version.
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}"])
+check(re.match(rf"app-test: serving http://127\.0\.0\.1:{port} on 2 Ps \(goro \d+\.\d+\.\d+\)$",
+               first.strip()), f"startup line: {first!r}")
+status, data = get(port, "/hello")
+check(status == 200 and data == b"hello", f"GET /hello: {status} {data!r}")
+
+# 2. SIGTERM with a request in flight: it finishes, then exit 0.
+result = {}
+
+
+def slow():
+    try:
+        result["slow"] = get(port, "/slow?ms=400")
+    except Exception as e:  # noqa: BLE001
+        result["slow"] = e
+
+
+t = threading.Thread(target=slow)
+t.start()
+time.sleep(0.15)
+code, out, err = stop(p)
+t.join()
+check(code == 0, f"exit code after SIGTERM: {code} ({err!r})")
+check(result.get("slow") == (200, b"slept"), f"request in flight at SIGTERM: {result.get('slow')!r}")
+check("SIGTERM: shutting down" in out, f"shutdown line: {out!r}")
+
+# 3. GORO_ADDR, then PORT (":PORT", every interface); a flag beats both.
+port = free_port()
+p, first = start(env={"GORO_ADDR": f"127.0.0.1:{port}", "PORT": "1"})
+check(f"127.0.0.1:{port}" in first, f"GORO_ADDR wins over PORT: {first!r}")
+code, _, _ = stop(p, signal.SIGINT)
+check(code == 0, f"exit code after SIGINT: {code}")
+port = free_port()
+p, first = start(env={"PORT": str(port)})
+check(re.search(rf":{port} on", first) is not None, f"PORT: {first!r}")
+status, _ = get(port, "/hello")
+check(status == 200, "served on PORT")
+stop(p)
+port, other = free_port(), free_port()
+p, first = start(["--addr=127.0.0.1:%d" % port], env={"GORO_ADDR": f"127.0.0.1:{other}"})
+check(f"127.0.0.1:{port}" in first, f"--addr= beats GORO_ADDR: {first!r}")
+
+# 4. The shutdown deadline: a stuck request's context is cancelled at it, and a
+# long-lived handler sees the shutdown begin at once.
+stop(p)
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}", "--shutdown-timeout", "0.5"])
+stuck = threading.Thread(target=lambda: result.__setitem__("stuck", get_safe(port, "/slow?ms=60000")))
+
+
+
+stream_conn = socket.create_connection(("127.0.0.1", port))
+stream_conn.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+stream_conn.recv(4096)
+stuck.start()
+time.sleep(0.2)
+began = time.monotonic()
+code, out, err = stop(p)
+took = time.monotonic() - began
+stuck.join()
+stream_conn.close()
+check(code == 0, f"exit code after a shutdown that hit its deadline: {code}")
+check(0.4 <= took < 5, f"shutdown took {took:.2f} s with a 0.5 s deadline")
+check("slow: context canceled" in out, f"stuck handler's context cancelled at the deadline: {out!r}")
+check("stream: shutdown seen" in out, f"long-lived handler saw the shutdown: {out!r}")
+check("shutdown" in err, f"the cut connections are reported: {err!r}")
+
+# 5. A port already in use: exit 1, naming the address and the reason.
+holder = socket.socket()
+holder.bind(("127.0.0.1", 0))
+holder.listen()
+taken = holder.getsockname()[1]
+p = subprocess.run([binary, "--addr", f"127.0.0.1:{taken}"], capture_output=True, text=True,
+                   timeout=10)
+holder.close()
+check(p.returncode == 1, f"exit code on a port in use: {p.returncode}")
+check(f"cannot listen on 127.0.0.1:{taken}" in p.stderr and "in use" in p.stderr,
+      f"message on a port in use: {p.stderr!r}")
+
+# 6. Bad flags: exit 2 with a message.
+for args, words in ((["--addr"], "--addr needs a value"),
+                    (["--shutdown-timeout", "soon"], "--shutdown-timeout"),
+                    (["--tls-cert", "c.pem"], "--tls-key")):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=10)
+    check(p.returncode == 2 and words in p.stderr, f"{args}: {p.returncode} {p.stderr!r}")
+p = subprocess.run([binary, "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key",
+                    "--addr", "127.0.0.1:0"], capture_output=True, text=True, timeout=10)
+check(p.returncode == 1 and "/nonexistent.pem" in p.stderr, f"missing certificate: {p.stderr!r}")
+
+if failures:
+    print(f"{len(failures)} failure(s)", file=sys.stderr)
+    sys.exit(1)
+print("app: ok")
