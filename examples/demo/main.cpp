@@ -1,7 +1,7 @@
 // goro-demo: an HTTP server showing what goro does with plain blocking handler code.
 //
 //   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
-//             [--access-log]
+//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]]
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
 //                            on stderr: the container's HEALTHCHECK, which needs no curl
 //
@@ -157,7 +157,7 @@ http::Router make_router(const std::string& root) {
 void usage() {
   std::fprintf(stderr,
                "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
-               "[--shutdown-timeout SECONDS] [--access-log]\n"
+               "[--shutdown-timeout SECONDS] [--access-log[=logfmt|json|common]]\n"
                "       goro-demo --probe URL\n");
 }
 
@@ -167,13 +167,10 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
   goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
   std::string root;
-  bool log = false;
   const auto& args = app.args();
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--root" && i + 1 < args.size()) {
       root = args[++i];
-    } else if (args[i] == "--access-log") {
-      log = true;
     } else {
       usage();
       return 2;
@@ -181,9 +178,7 @@ int main(int argc, char** argv) {
   }
   RequestCounts counts;
   const int code = app.run([&] {
-    http::Handler routes = make_router(root);
-    return log ? http::chain(routes, {count_requests(counts), http::recover(), http::access_log()})
-               : http::chain(routes, {count_requests(counts), http::recover()});
+    return http::chain(make_router(root), {count_requests(counts), http::recover()});
   });
   if (code == 0) {
     std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",

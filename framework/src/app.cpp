@@ -56,6 +56,19 @@ App::App(int argc, char** argv, AppOptions options) : options_(std::move(options
       flag = arg.substr(0, eq);
       value = std::string(arg.substr(eq + 1));
     }
+    if (flag == "--access-log") {
+      const std::string format = value.value_or("logfmt");
+      if (format == "logfmt") {
+        options_.access_log = http::AccessLogFormat::logfmt;
+      } else if (format == "json") {
+        options_.access_log = http::AccessLogFormat::json;
+      } else if (format == "common") {
+        options_.access_log = http::AccessLogFormat::common;
+      } else {
+        flag_error_ = "--access-log takes logfmt, json or common, not '" + format + "'";
+      }
+      continue;
+    }
     if (flag != "--addr" && flag != "--tls-cert" && flag != "--tls-key" &&
         flag != "--shutdown-timeout") {
       args_.emplace_back(arg);
@@ -141,7 +154,19 @@ int App::run(std::function<http::Handler()> make) {
           }
           plain.emplace(std::move(*ln));
         }
-        http::Server server(options_.server, std::move(handler));
+        http::ServerOptions server_options = options_.server;
+        if (options_.access_log) {
+          const http::AccessLogOptions log_options{*options_.access_log, {}};
+          handler = http::chain(std::move(handler),
+                                {http::access_log(log_options), http::request_id()});
+          http::ErrorReplyHook own = std::move(server_options.on_error_reply);
+          http::ErrorReplyHook log_replies = http::log_error_replies(log_options);
+          server_options.on_error_reply = [own, log_replies](http::ErrorReply& reply) {
+            if (own) own(reply);
+            log_replies(reply);
+          };
+        }
+        http::Server server(std::move(server_options), std::move(handler));
         const net::Addr& bound = tls ? secure->addr() : plain->addr();
         std::printf("%s: serving %s://%s on %d Ps (goro %s)\n", options_.name.c_str(),
                     tls ? "https" : "http", bound.to_string().c_str(), goro::maxprocs(),

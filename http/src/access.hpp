@@ -74,6 +74,6 @@ bool percent_decode(std::string_view in, std::string& out, bool plus_is_space);
 // Serialises a complete error response (status, short text, Connection: close); for a
 // HEAD request, the head alone (its Content-Length still that of the text).
 void build_error_response(std::string& out, int status, std::string_view message,
-                          bool head = false);
+                          bool head = false, const Headers* extra = nullptr);
 
 }  // namespace goro::http::detail

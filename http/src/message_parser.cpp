@@ -399,6 +399,12 @@ ParseStatus MessageParser::parse_head() {
   return ParseStatus::complete;
 }
 
+bool MessageParser::expose_partial_head() {
+  if (mode_ != Mode::request || !url_complete_) return false;
+  build_views();
+  return true;
+}
+
 void MessageParser::build_views() {
   const char* b = buffer_.get();
   if (mode_ == Mode::request) {

@@ -100,6 +100,11 @@ class MessageParser {
   // Response mode: the next response answers a HEAD request (it has no body).
   void set_response_to_head(bool head) noexcept { response_to_head_ = head; }
 
+  // After parse_head failed: makes method(), target() and headers() describe what was
+  // read of the head (the fields complete so far) and returns true, once the request
+  // target was read; false otherwise (they stay empty).
+  bool expose_partial_head();
+
   std::string_view method() const noexcept { return method_; }
   bool is_head_method() const noexcept { return parser_.method == HTTP_HEAD; }
   // Whether the request line was read far enough to know the method is HEAD (for an

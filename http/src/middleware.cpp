@@ -1,13 +1,19 @@
 #include <goro/http/middleware.hpp>
 
+#include <time.h>
+
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
+#include <random>
 #include <exception>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <goro/http/errors.hpp>
+#include <goro/http/headers.hpp>
 #include <goro/http/status.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
@@ -52,30 +58,246 @@ Handler chain(Handler handler, std::initializer_list<Middleware> middlewares) {
   return handler;
 }
 
-Middleware access_log(LogSink sink) {
-  return [sink](Handler next) -> Handler {
-    return [sink, next = std::move(next)](Request& req, ResponseWriter& w) {
-      auto start = std::chrono::steady_clock::now();
-      next(req, w);
-      auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-      char tail[96];
-      std::snprintf(tail, sizeof tail, "\" %d %llu %lld.%03lldms", w.status(),
-                    static_cast<unsigned long long>(w.bytes_written()),
-                    static_cast<long long>(micros / 1000), static_cast<long long>(micros % 1000));
-      std::string line;
-      line.reserve(64 + req.target().size());
-      line.append(req.remote_addr());
+namespace {
+
+// "2026-11-25T19:45:01.123Z" for now.
+void append_utc_now(std::string& out) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::tm tm{};
+  gmtime_r(&ts.tv_sec, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ts.tv_nsec / 1'000'000) % 1000);
+  out.append(buf);
+}
+
+// A logfmt value: bare when it has no space, quote, '=' or control character.
+void append_logfmt_value(std::string& out, std::string_view v) {
+  if (v.empty()) {
+    out.push_back('-');
+    return;
+  }
+  bool bare = true;
+  for (unsigned char c : v) {
+    if (c <= ' ' || c == '"' || c == '=' || c == 0x7f) bare = false;
+  }
+  if (bare) {
+    out.append(v);
+    return;
+  }
+  out.push_back('"');
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      out.append(esc);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+// A JSON string (RFC 8259 escaping; bytes >= 0x80 are copied as they are).
+void append_json_string(std::string& out, std::string_view v) {
+  out.push_back('"');
+  for (unsigned char c : v) {
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\r': out.append("\\r"); break;
+      case '\t': out.append("\\t"); break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char esc[8];
+          std::snprintf(esc, sizeof esc, "\\u%04x", c);
+          out.append(esc);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+// The fields of one access log line.
+struct LogEntry {
+  std::string_view method, target, remote, request_id;
+  int version_minor = 1;
+  int status = 0;
+  std::uint64_t bytes = 0;
+  std::int64_t micros = -1;  // -1: not known (a reply the server made on its own)
+};
+
+std::string format_entry(AccessLogFormat format, const LogEntry& e) {
+  std::string line;
+  line.reserve(160 + e.target.size());
+  char num[64];
+  switch (format) {
+    case AccessLogFormat::common:
+      line.append(e.remote);
       line.append(" \"");
-      line.append(req.method());
+      line.append(e.method.empty() ? "-" : e.method);
       line.push_back(' ');
-      line.append(req.target());
-      line.append(req.version_minor() == 0 ? " HTTP/1.0" : " HTTP/1.1");
-      line.append(tail);
-      write_line(sink, line);
+      line.append(e.target.empty() ? "-" : e.target);
+      line.append(e.version_minor == 0 ? " HTTP/1.0" : " HTTP/1.1");
+      if (e.micros >= 0) {
+        std::snprintf(num, sizeof num, "\" %d %llu %lld.%03lldms", e.status,
+                      static_cast<unsigned long long>(e.bytes),
+                      static_cast<long long>(e.micros / 1000), static_cast<long long>(e.micros % 1000));
+      } else {
+        std::snprintf(num, sizeof num, "\" %d %llu -", e.status,
+                      static_cast<unsigned long long>(e.bytes));
+      }
+      line.append(num);
+      break;
+    case AccessLogFormat::logfmt:
+      line.append("time=");
+      append_utc_now(line);
+      line.append(" method=");
+      append_logfmt_value(line, e.method);
+      line.append(" path=");
+      append_logfmt_value(line, e.target);
+      std::snprintf(num, sizeof num, " status=%d bytes=%llu", e.status,
+                    static_cast<unsigned long long>(e.bytes));
+      line.append(num);
+      if (e.micros >= 0) {
+        std::snprintf(num, sizeof num, " duration_ms=%lld.%03lld",
+                      static_cast<long long>(e.micros / 1000), static_cast<long long>(e.micros % 1000));
+        line.append(num);
+      }
+      line.append(" remote=");
+      append_logfmt_value(line, e.remote);
+      line.append(" request_id=");
+      append_logfmt_value(line, e.request_id);
+      break;
+    case AccessLogFormat::json:
+      line.append("{\"time\":\"");
+      append_utc_now(line);
+      line.append("\",\"method\":");
+      append_json_string(line, e.method);
+      line.append(",\"path\":");
+      append_json_string(line, e.target);
+      std::snprintf(num, sizeof num, ",\"status\":%d,\"bytes\":%llu", e.status,
+                    static_cast<unsigned long long>(e.bytes));
+      line.append(num);
+      if (e.micros >= 0) {
+        std::snprintf(num, sizeof num, ",\"duration_ms\":%lld.%03lld",
+                      static_cast<long long>(e.micros / 1000), static_cast<long long>(e.micros % 1000));
+        line.append(num);
+      }
+      line.append(",\"remote\":");
+      append_json_string(line, e.remote);
+      line.append(",\"request_id\":");
+      if (e.request_id.empty()) {
+        line.append("null");
+      } else {
+        append_json_string(line, e.request_id);
+      }
+      line.push_back('}');
+      break;
+  }
+  return line;
+}
+
+}  // namespace
+
+Middleware access_log(AccessLogOptions options) {
+  return [options](Handler next) -> Handler {
+    return [options, next = std::move(next)](Request& req, ResponseWriter& w) {
+      const auto start = std::chrono::steady_clock::now();
+      next(req, w);
+      LogEntry e;
+      e.micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+      e.method = req.method();
+      e.target = req.target();
+      e.remote = req.remote_addr();
+      e.version_minor = req.version_minor();
+      e.status = w.status();
+      e.bytes = w.bytes_written();
+      e.request_id = w.header().get("x-request-id");
+      if (e.request_id.empty()) e.request_id = req.header("x-request-id");
+      write_line(options.sink, format_entry(options.format, e));
     };
   };
+}
+
+ErrorReplyHook log_error_replies(AccessLogOptions options) {
+  return [options](ErrorReply& reply) {
+    LogEntry e;
+    e.method = reply.method;
+    e.target = reply.target;
+    e.remote = reply.remote_addr;
+    e.status = reply.status;
+    e.request_id = reply.headers.get("x-request-id");
+    for (const HeaderField& f : reply.request_headers) {
+      if (e.request_id.empty() && iequals(f.name, "x-request-id")) e.request_id = f.value;
+    }
+    write_line(options.sink, format_entry(options.format, e));
+  };
+}
+
+const goro::ContextKey<std::string> request_id_key{"goro.http.request-id"};
+
+namespace {
+
+bool acceptable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+// 16 hex digits from a per-thread generator seeded from the OS.
+std::string new_request_id() {
+  thread_local std::uint64_t state = [] {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ 0x9e3779b97f4a7c15ull;
+  }();
+  // splitmix64
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(z));
+  return std::string(buf, 16);
+}
+
+}  // namespace
+
+Middleware request_id() {
+  return [](Handler next) -> Handler {
+    return [next = std::move(next)](Request& req, ResponseWriter& w) {
+      std::string_view sent = req.header("x-request-id");
+      std::string id = acceptable_request_id(sent) ? std::string(sent) : new_request_id();
+      w.header().set("X-Request-Id", id);
+      const Context outer = req.context();
+      req.set_context(goro::with_value(outer, request_id_key, std::move(id)));
+      next(req, w);
+      req.set_context(outer);
+    };
+  };
+}
+
+std::string_view request_id_of(Request& req) {
+  const std::string* id = req.context().value(request_id_key);
+  return id != nullptr ? std::string_view(*id) : std::string_view();
+}
+
+Middleware access_log(LogSink sink) {
+  return access_log(AccessLogOptions{AccessLogFormat::common, std::move(sink)});
 }
 
 Middleware recover(LogSink sink) {

@@ -255,7 +255,8 @@ void ResponseAccess::discard(ResponseWriter& w) {
   w.status_ = 200;
 }
 
-void build_error_response(std::string& out, int status, std::string_view message, bool head) {
+void build_error_response(std::string& out, int status, std::string_view message, bool head,
+                          const Headers* extra) {
   std::string body;
   append_number(body, static_cast<std::uint64_t>(status));
   body.push_back(' ');
@@ -274,7 +275,20 @@ void build_error_response(std::string& out, int status, std::string_view message
   append_date_header(out);
   out.append("Server: goro\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
   append_number(out, body.size());
-  out.append("\r\nConnection: close\r\n\r\n");
+  out.append("\r\nConnection: close\r\n");
+  if (extra != nullptr) {
+    for (const HeaderField& f : *extra) {
+      // A CR or LF would split the reply: such a field is not sent.
+      if (f.name.find_first_of("\r\n:") != std::string::npos ||
+          f.value.find_first_of("\r\n") != std::string::npos)
+        continue;
+      out.append(f.name);
+      out.append(": ");
+      out.append(f.value);
+      out.append("\r\n");
+    }
+  }
+  out.append("\r\n");
   if (!head) out.append(body);
 }
 

@@ -133,7 +133,9 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool read_head(bool first);
   void serve_request();
   void handler_failed(const char* what);
-  void respond_error(int status, std::string_view message);
+  void respond_error(int status, std::string_view message, bool head_known = false);
+  // Builds the server's own reply into scratch_, through the on_error_reply hook.
+  void build_error(int status, std::string_view message, bool head_known);
   void linger_close();
   bool drain();
   std::error_code flush_out();
@@ -268,7 +270,7 @@ void ServerConn::serve_request() {
     // The asterisk form names the server itself; only OPTIONS may use it (RFC 9112
     // 3.2.4). Answered here, as Go's server does, not by the handler.
     if (request_.method() != "OPTIONS") {
-      respond_error(status::bad_request, "asterisk-form request target is only for OPTIONS");
+      respond_error(status::bad_request, "asterisk-form request target is only for OPTIONS", true);
       keep_going_ = false;
       return;
     }
@@ -286,7 +288,7 @@ void ServerConn::serve_request() {
   if (body_error_ && net::is_timeout(body_error_) && !writer_.headers_sent() &&
       writer_.bytes_written() == 0 && writer_.status() == status::ok) {
     // The handler gave up on a body that stopped coming and said nothing: not a success.
-    respond_error(status::request_timeout, "timed out reading the request body");
+    respond_error(status::request_timeout, "timed out reading the request body", true);
     keep_going_ = false;
     return;
   }
@@ -330,9 +332,42 @@ void ServerConn::handler_failed(const char* what) {
   }
 }
 
-void ServerConn::respond_error(int status, std::string_view message) {
+void ServerConn::build_error(int status, std::string_view message, bool head_known) {
+  const ErrorReplyHook& hook = server_->options.on_error_reply;
+  if (!hook) {
+    build_error_response(scratch_, status, message, parser_.head_request_seen());
+    return;
+  }
+  ErrorReply reply;
+  reply.status = status;
+  reply.message = message;
+  reply.remote_addr = remote_;
+  if (head_known) {
+    reply.method = request_.method();
+    reply.target = request_.target();
+    reply.request_headers = request_.headers();
+  } else if (parser_.expose_partial_head()) {
+    reply.method = parser_.method();
+    reply.target = parser_.target();
+    reply.request_headers = parser_.headers();
+  }
+  try {
+    hook(reply);
+  } catch (const std::exception& e) {
+    server_->log_error(std::string("on_error_reply threw: ") + e.what());
+  } catch (...) {
+    server_->log_error("on_error_reply threw");
+  }
+  // The hook may not change what is being refused, only add to the reply.
+  reply.headers.remove("content-length");
+  reply.headers.remove("transfer-encoding");
+  reply.headers.remove("connection");
+  build_error_response(scratch_, status, message, parser_.head_request_seen(), &reply.headers);
+}
+
+void ServerConn::respond_error(int status, std::string_view message, bool head_known) {
   if (flush_out()) return;
-  build_error_response(scratch_, status, message, parser_.head_request_seen());
+  build_error(status, message, head_known);
   set_write_deadline(net::deadline_after(server_->options.write_timeout.count() > 0
                                              ? server_->options.write_timeout
                                              : std::chrono::nanoseconds(kErrorWriteTimeout)));
@@ -408,7 +443,7 @@ std::error_code ServerConn::body_failed(const ParseError& error) {
   ResponseAccess::set_keep_alive(writer_, false);
   if (!writer_.headers_sent()) {
     // Answer now (413 / 400 / 431), whatever the handler does with the error.
-    build_error_response(scratch_, error.status, error.message, parser_.head_request_seen());
+    build_error(error.status, error.message, true);
     iovec iov{scratch_.data(), scratch_.size()};
     write_out(&iov, 1);
     ResponseAccess::mark_finished(writer_);

@@ -25,10 +25,12 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <goro/http/middleware.hpp>
 #include <goro/http/server.hpp>
 
 namespace goro {
@@ -45,13 +47,18 @@ struct AppOptions {
   // Ps for the runtime; 0: goro::Config's default (GORO_MAXPROCS, the cgroup quota, the
   // cores).
   int maxprocs = 0;
+  // Access logging, off unless set (--access-log[=logfmt|json|common]): one line per
+  // request on stderr, through http::request_id() and http::access_log(), and one per
+  // reply the server makes on its own (http::log_error_replies).
+  std::optional<http::AccessLogFormat> access_log;
   http::ServerOptions server;
 };
 
 class App {
  public:
   // Takes the flags App knows (--addr, --tls-cert, --tls-key, --shutdown-timeout, each
-  // as "--flag value" or "--flag=value") out of argv; the rest is in args().
+  // as "--flag value" or "--flag=value", and --access-log[=FORMAT]) out of argv; the
+  // rest is in args().
   App(int argc, char** argv, AppOptions options = {});
 
   // The arguments App did not take, in order (argv[0] excluded).

@@ -22,10 +22,44 @@ Handler chain(Handler handler, std::initializer_list<Middleware> middlewares);
 // Where middleware writes its lines; empty: stderr (written in goro::blocking).
 using LogSink = std::function<void(std::string_view line)>;
 
-// Logs one line per request after it is answered:
-//   127.0.0.1:51234 "GET /users/7 HTTP/1.1" 200 42 0.153ms
-// (remote address, request line, status, body bytes, time in the handler).
+// How access_log writes its line.
+enum class AccessLogFormat {
+  // 127.0.0.1:51234 "GET /users/7 HTTP/1.1" 200 42 0.153ms
+  // (remote address, request line, status, body bytes, time in the handler)
+  common,
+  // time=2026-11-25T19:45:01.123Z method=GET path=/users/7 status=200 bytes=42
+  //   duration_ms=0.153 remote=127.0.0.1:51234 request_id=4f1c2a9e0b7d3c55
+  // (one line; a value with a space, a quote or '=' is quoted; "-" when absent)
+  logfmt,
+  // {"time":"2026-11-25T19:45:01.123Z","method":"GET","path":"/users/7","status":200,
+  //  "bytes":42,"duration_ms":0.153,"remote":"127.0.0.1:51234","request_id":"..."}
+  json,
+};
+
+struct AccessLogOptions {
+  AccessLogFormat format = AccessLogFormat::logfmt;
+  LogSink sink;  // empty: stderr
+};
+
+// Logs one line per request after it is answered, in the chosen format. The request id
+// is the X-Request-Id of the response (set by request_id()), else of the request. Access
+// logging is off unless this middleware is in the chain (goro::App: --access-log).
+Middleware access_log(AccessLogOptions options);
+// The common format to sink.
 Middleware access_log(LogSink sink = {});
+
+// The same lines for the replies the server makes on its own (400, 408, 413, ...: see
+// ErrorReply), which no middleware sees: set it as ServerOptions::on_error_reply. The
+// path is "-" when the request's head could not be read; duration_ms is absent.
+ErrorReplyHook log_error_replies(AccessLogOptions options);
+
+// Gives every request an id: the client's X-Request-Id when it is 1 to 128 characters
+// of [A-Za-z0-9._-], else 16 random hex digits. It is set on the response, and on the
+// request's context under request_id_key, for handlers and their backend calls.
+Middleware request_id();
+extern const goro::ContextKey<std::string> request_id_key;
+// The request's id (request_id() in the chain), or "" when none.
+std::string_view request_id_of(Request& req);
 
 // Catches any exception from the handler (std::exception or not): logs it and answers
 // 500 if nothing was sent, keeping the headers already set except those that described

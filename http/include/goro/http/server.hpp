@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <system_error>
 
+#include <goro/http/headers.hpp>
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>
 #include <goro/net/listener.hpp>
@@ -35,6 +37,23 @@
 namespace goro::http {
 
 using Handler = std::function<void(Request&, ResponseWriter&)>;
+
+// A reply the server makes on its own, without the handler: a malformed or oversized
+// request (400, 413, 414, 431, 501, 505), a head or body too slow (408), an unknown
+// expectation (417). Middleware never sees these; ServerOptions::on_error_reply does.
+struct ErrorReply {
+  int status = 0;
+  std::string_view message;  // names the problem; the reply's body says it too
+  std::string_view remote_addr;
+  // The request's method, target and the header fields read so far, once its target was
+  // read; empty when the problem came before (a malformed method, a timeout).
+  std::string_view method;
+  std::string_view target;
+  std::span<const HeaderField> request_headers;
+  // Header fields to add to the reply (a request id, CORS); the hook may fill it.
+  Headers headers;
+};
+using ErrorReplyHook = std::function<void(ErrorReply&)>;
 
 // Limits and timeouts; the defaults are safe for a server facing the Internet.
 struct ServerOptions {
@@ -67,6 +86,10 @@ struct ServerOptions {
   std::size_t stack_size = 0;
   // Where a handler's exception is reported; empty: one line on stderr.
   std::function<void(std::string_view message)> error_log;
+  // Called for every reply the server makes on its own (see ErrorReply), before it is
+  // sent, on the connection's goroutine: for logging (http::log_error_replies) and to add
+  // header fields. An exception from it is reported on error_log and ignored.
+  ErrorReplyHook on_error_reply;
   // The parent of every request's context (Go's BaseContext): values put there (a
   // logger, a database handle) reach every handler, and cancelling it cancels them all.
   Context base_context;
