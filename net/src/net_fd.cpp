@@ -55,6 +55,7 @@ NetFd::~NetFd() {
 
 std::error_code NetFd::init() {
   pd_ = rt::poll_open(fd_);
+  poll_generation_ = rt::poll_generation();
   if (pd_ == nullptr) {
     std::error_code ec = last_errno();
     ::close(fd_);
@@ -93,7 +94,9 @@ void NetFd::destroy_for_closer() noexcept {
 
 std::error_code NetFd::close() {
   if (destroyed_.load(std::memory_order_acquire) || !mu_.incref_and_close()) return errc::closed;
-  rt::poll_evict(pd_);
+  // Closed after its goro::run returned: the poll descriptor went with that run.
+  if (poll_generation_ != rt::poll_generation()) pd_ = nullptr;
+  if (pd_ != nullptr) rt::poll_evict(pd_);
   if (mu_.decref()) return destroy();
   // An operation still holds a reference; it fails at once now (evicted, or closed when
   // it reaches the lock) and the last one out destroys the descriptor. Wait for that,

@@ -109,6 +109,7 @@ class NetFd {
   int family_;
   Network kind_;
   goro::detail::PollDesc* pd_ = nullptr;
+  std::uint32_t poll_generation_ = 0;  // the netpoller run pd_ belongs to
   std::atomic<std::int64_t> read_deadline_{0};  // nanotime, 0: none; mirrors the pd's
   std::atomic<std::int64_t> write_deadline_{0};
   std::atomic<bool> destroyed_{false};

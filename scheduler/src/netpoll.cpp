@@ -120,6 +120,8 @@ int epfd = -1;
 int breakfd = -1;
 std::atomic<bool> break_pending{false};
 std::atomic<std::int32_t> waiters{0};  // Gs parked (or parking) on a PollDesc
+std::uint32_t runs = 0;                   // netpoll_init calls so far
+std::atomic<std::uint32_t> generation{0};  // see poll_generation
 
 std::mutex cache_mu;  // guards free_pds and all_pds
 PollDesc* free_pds = nullptr;
@@ -211,9 +213,12 @@ void netpoll_init() {
   epoll_ctl(epfd, EPOLL_CTL_ADD, breakfd, &ev);
   break_pending.store(false);
   waiters.store(0);
+  if (++runs == 0) ++runs;
+  generation.store(runs, std::memory_order_release);
 }
 
 void netpoll_shutdown() {
+  generation.store(0, std::memory_order_release);
   if (epfd >= 0) close(epfd);
   if (breakfd >= 0) close(breakfd);
   epfd = breakfd = -1;
@@ -224,6 +229,8 @@ void netpoll_shutdown() {
 }
 
 bool netpoll_inited() { return epfd >= 0; }
+
+std::uint32_t poll_generation() noexcept { return generation.load(std::memory_order_acquire); }
 
 bool netpoll_anything_waiting() { return waiters.load(std::memory_order_relaxed) > 0; }
 

@@ -1,8 +1,11 @@
 // goro::http::Client against goro::http::Server, both on one runtime.
+#include <fcntl.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +23,14 @@ namespace goro::http::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+int open_fd_count() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1) ++n;
+  }
+  return n;
+}
 
 // Remote addresses seen by the server: one per client connection.
 struct Seen {
@@ -102,6 +113,22 @@ TEST(Client, GetPostAndKeepAlivePool) {
     EXPECT_EQ(p->body, "payload");
     EXPECT_EQ(p->header("content-type"), "application/x-test");
   });
+}
+
+// A Client made outside goro::run (at main's scope, as a service's globals are) and
+// destroyed after it returned, with a connection still pooled: its destructor closes
+// that socket without touching the runtime that is gone (ASan checks the memory).
+TEST(Client, MayOutliveTheRuntimeWithPooledConnections) {
+  Seen seen;
+  std::optional<Client> client(std::in_place);
+  with_server(app(seen), {}, [&](const std::string& base) {
+    Result<ClientResponse> r = client->get(base + "/kept");
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+  });
+  const int fds_before = open_fd_count();
+  client.reset();
+  EXPECT_EQ(open_fd_count(), fds_before - 1) << "the pooled socket is closed";
 }
 
 TEST(Client, ChunkedAndLargeBodies) {

@@ -27,6 +27,12 @@ enum class PollStatus : std::uint8_t { ready, timeout, closed, interrupted };
 // The direction a wait or a deadline concerns.
 enum class IoMode : std::uint8_t { read, write, both };
 
+// Which run of the netpoller is current: a new number for each goro::run, 0 between
+// runs. PollDescs do not outlive their run: one opened in another run is gone, and its
+// owner closes the descriptor without touching it (an object destroyed after
+// goro::run returned).
+std::uint32_t poll_generation() noexcept;
+
 // Registers the non-blocking descriptor fd. Returns nullptr with errno set on failure.
 PollDesc* poll_open(int fd);
 
