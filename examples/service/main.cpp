@@ -1,0 +1,29 @@
+#include <goro/goro.hpp>
+
+namespace http = goro::http;
+using namespace std::chrono_literals;
+
+// GET /quote/{name} asks a backend (the first argument, e.g. goro-demo) and answers
+// 504 if it takes over 1 s; a client that leaves ends the backend call at once.
+int main(int argc, char** argv) {
+  goro::App app(argc, argv, {.name = "service"});
+  const std::string backend = app.args().empty() ? "http://127.0.0.1:8081" : app.args()[0];
+  http::Client client;
+
+  http::Router r;
+  r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok\n"); });
+  r.handle("GET /quote/{name}", [&](http::Request& req, http::ResponseWriter& w) {
+    auto [ctx, cancel] = goro::with_timeout(req.context(), 1s);
+    auto reply =
+        client.get(backend + "/sleep?ms=" + std::string(req.query("ms").value_or("0")), ctx);
+    if (!reply) {
+      const bool slow = reply.error() == goro::context_errc::deadline_exceeded;
+      w.text(std::string(slow ? "backend too slow" : reply.error().message()) + "\n",
+             slow ? 504 : 502);
+      return;
+    }
+    w.text("quote for " + std::string(req.path_value("name")) + ": " + reply->body + "\n");
+  });
+  // SIGTERM/SIGINT: stop accepting, let requests finish (10 s), exit 0.
+  return app.run(http::chain(r, {http::recover(), http::request_id()}));
+}
