@@ -192,7 +192,15 @@ int App::run(std::function<http::Handler()> make) {
         const std::error_code shut =
             server.shutdown(std::chrono::steady_clock::now() + options_.shutdown_timeout);
         served.recv();
-        if (shut) log("shutdown: " + shut.message() + " (connections still open were closed)");
+        if (shut) {
+          // The handlers still running had their contexts cancelled and their connections
+          // closed: give them a moment to return (and finish what they log) before main
+          // returns and the runtime abandons them.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          while (server.connection_count() > 0 && std::chrono::steady_clock::now() < until)
+            goro::sleep(std::chrono::milliseconds(5));
+          log("shutdown: " + shut.message() + " (connections still open were closed)");
+        }
         goro::signal_stop(signals);
         return 0;
       },

@@ -17,7 +17,7 @@
 //    SECONDS, default 10), during which Server::shutdown_context() (and
 //    http::shutdown_context(req)) is cancelled so long-lived handlers can end early; at
 //    the deadline the remaining request contexts are cancelled and their connections
-//    closed;
+//    closed, and their handlers get up to 1 s more to return;
 //  - returns the process's exit code: 0 after a shutdown, 1 with a message naming the
 //    problem when it cannot listen (address in use, bad certificate), 2 for a bad flag.
 // Arguments it does not know are left for the program in args().
