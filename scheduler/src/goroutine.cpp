@@ -187,6 +187,7 @@ void start_g(G* g, void (*entry)(void*)) {
   g->entry = entry;
   g->sp = make_context(g->closure, &g_main, g);
   g->status.store(GStatus::runnable, std::memory_order_relaxed);
+  sched.live_gs.fetch_add(1, std::memory_order_relaxed);
   trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
   put_runnable_and_wake(g);
 }

@@ -272,6 +272,7 @@ struct Sched {
   std::atomic<int> gfree_count{0};  // also read without the lock, as a hint
 
   std::atomic<std::uint64_t> goid_gen{0};
+  std::atomic<std::int64_t> live_gs{0};  // started and not yet exited (num_goroutine)
   std::atomic<std::int64_t> lastpoll{0};    // 0 while an M is blocked in the netpoller
   std::atomic<std::int64_t> poll_until{0};  // when that blocked poll wakes up by itself
 

@@ -391,6 +391,7 @@ void execute(M* m, G* g, bool inherit) {
         continue;
       }
       case SwitchReason::exit:
+        sched.live_gs.fetch_sub(1, std::memory_order_relaxed);
         if (m->p) gfput(m->p, g);
         return;
     }

@@ -108,6 +108,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.gfree.clear();
   sched.gfree_count.store(0);
   sched.goid_gen.store(0);
+  sched.live_gs.store(0);
   sched.exiting.store(false);
   sched.exit_code = 0;
   sched.sysmon_wait = false;
@@ -220,6 +221,10 @@ namespace goro {
 using namespace detail;
 
 int maxprocs() { return sched.gomaxprocs; }
+
+int num_goroutine() {
+  return static_cast<int>(sched.live_gs.load(std::memory_order_relaxed));
+}
 
 std::uint64_t goid() { return g_id(current_g()); }
 

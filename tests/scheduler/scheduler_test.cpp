@@ -98,6 +98,30 @@ TEST_P(Scheduler, RunReturnsMainResultAndIdsAreUnique) {
 // that runs the runtime in phases). The stacks of an earlier run, its main goroutine's
 // among them, were once left poisoned in ASan builds, and the next run's first stack
 // at the same address failed there.
+TEST_P(Scheduler, NumGoroutineCountsTheLivingOnes) {
+  goro::run(
+      [] {
+        EXPECT_EQ(goro::num_goroutine(), 1);  // main
+        goro::Chan<int> release;
+        goro::WaitGroup done;
+        for (int i = 0; i < 100; ++i) {
+          done.add(1);
+          goro::go([release, &done] {
+            release.recv();
+            done.done();
+          });
+        }
+        EXPECT_EQ(goro::num_goroutine(), 101);
+        release.close();
+        done.wait();
+        // done() runs just before each goroutine returns: wait for the last to exit.
+        for (int i = 0; i < 1000 && goro::num_goroutine() != 1; ++i)
+          goro::sleep(std::chrono::milliseconds(1));
+        EXPECT_EQ(goro::num_goroutine(), 1);
+      },
+      goro::Config{.maxprocs = GetParam()});
+}
+
 TEST_P(Scheduler, RunsAgainInTheSameProcess) {
   for (int round = 0; round < 4; ++round) {
     std::atomic<int> sum{0};

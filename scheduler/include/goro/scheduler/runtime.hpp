@@ -98,6 +98,10 @@ void sleep(std::chrono::nanoseconds d);
 // Number of Ps the runtime was started with (GOMAXPROCS).
 int maxprocs();
 
+// Goroutines that exist now: started and not yet returned, the main one included
+// (Go's runtime.NumGoroutine). Meaningful while goro::run runs.
+int num_goroutine();
+
 // Id of the calling goroutine (1 is the main goroutine); 0 when not on a goroutine.
 std::uint64_t goid();
 
