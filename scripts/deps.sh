@@ -25,6 +25,8 @@ GORO_DEPS_BUILD=(
   libasio-dev       # the Asio peer server (loadtest/) and nothing else
   node-llhttp       # HTTP/1.1 parser used by goro::http
   libssl-dev        # TLS in goro::net
+  libunwind-dev     # goroutine dumps read parked goroutines' stacks
+  nlohmann-json3-dev  # goro::json (optional: without it goro::json is simply not built)
   libgtest-dev
   googletest        # GoogleMock sources, GoogleTest CMake config
   libbenchmark-dev  # micro-benchmarks

@@ -166,6 +166,11 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   g->preempt.store(false, std::memory_order_relaxed);
   g->wait_reason = WaitReason::none;
   g->saved_errno = 0;
+  g->parent_id = g_id(m ? m->curg.load(std::memory_order_relaxed) : nullptr);
+  // new_g is called from goro::go, which is always inlined: this is the function that
+  // called go().
+  g->creator_pc = __builtin_return_address(0);
+  g->wait_fd = -1;
   std::size_t len = std::min(name.size(), sizeof g->name - 1);
   // Never cut a UTF-8 character in two (the tracer writes names into JSON).
   while (len < name.size() && len > 0 && (static_cast<unsigned char>(name[len]) & 0xC0) == 0x80)
@@ -186,10 +191,17 @@ void start_g(G* g, void (*entry)(void*)) {
   RuntimeScope scope;
   g->entry = entry;
   g->sp = make_context(g->closure, &g_main, g);
-  g->status.store(GStatus::runnable, std::memory_order_relaxed);
+  // release: a goroutine dump that sees it runnable sees the fields new_g wrote.
+  g->status.store(GStatus::runnable, std::memory_order_release);
   sched.live_gs.fetch_add(1, std::memory_order_relaxed);
   trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
   put_runnable_and_wake(g);
+}
+
+void for_each_g(void (*fn)(G* g, void* arg), void* arg) {
+  allg_lock.lock();
+  for (G* g : allgs) fn(g, arg);
+  allg_lock.unlock();
 }
 
 bool release_all_goroutines() {

@@ -10,6 +10,14 @@ namespace goro::detail {
 // releases a stack of a non-default size. pp's owner only.
 void gfput(P* pp, G* g);
 
+// Calls fn(g, arg) for every G ever created (dead ones included) under the lock of
+// that list: new stacks wait meanwhile. For goroutine dumps.
+void for_each_g(void (*fn)(G* g, void* arg), void* arg);
+
+// Makes SIGQUIT print a goroutine dump and exit (dump.cpp), unless the program handles
+// or ignores SIGQUIT already. Once per process.
+void install_sigquit_dump();
+
 // Shutdown: releases the stack of every G ever created and empties the free lists.
 // Returns whether arenas must stay mapped (ASan builds keep abandoned goroutines'
 // stacks for LeakSanitizer to scan).

@@ -472,6 +472,7 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode) {
     // and will have cleared it, making the commit fail.
     if (!pd->closing.load(std::memory_order_acquire) && !expired.load(std::memory_order_acquire) &&
         !interrupted()) {
+      self->wait_fd = pd->fd;  // for goroutine dumps
       park(wait_commit, &s, mode == IoMode::read ? WaitReason::io_read : WaitReason::io_write);
     }
     old = s.exchange(kEmpty, std::memory_order_acq_rel);

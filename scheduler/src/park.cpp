@@ -9,6 +9,7 @@
 #include <goro/scheduler/runtime.hpp>
 
 #include <sched.h>
+#include <time.h>
 
 #include <thread>
 
@@ -26,6 +27,12 @@ G* current_g() noexcept {
 
 std::uint64_t g_id(const G* g) noexcept { return g ? g->id.load(std::memory_order_relaxed) : 0; }
 
+std::int64_t coarse_nanotime() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 void park(ParkCommit commit, void* arg, WaitReason reason) {
   G* g = current_g();
   if (g == nullptr) fatal("park called outside a goroutine");
@@ -33,6 +40,7 @@ void park(ParkCommit commit, void* arg, WaitReason reason) {
   m->park_commit = commit;
   m->park_arg = arg;
   g->wait_reason = reason;
+  g->wait_since = coarse_nanotime();
   // Callers hold a RuntimeScope (see detail/runtime.hpp); without one the direct path
   // could race with the preemption signal.
   if (g->in_runtime > 0 && switch_direct(g, m, &m->parked)) return;
@@ -40,9 +48,7 @@ void park(ParkCommit commit, void* arg, WaitReason reason) {
 }
 
 void ready(G* g) {
-  GStatus expected = GStatus::waiting;
-  if (!g->status.compare_exchange_strong(expected, GStatus::runnable, std::memory_order_seq_cst))
-    fatal("ready of a goroutine that is not waiting");
+  if (!leave_waiting(g, GStatus::runnable)) fatal("ready of a goroutine that is not waiting");
   trace_event(TraceKind::g_ready, g->id.load(std::memory_order_relaxed), 0);
   RuntimeScope scope;
   // Next in line, as Go's goready: the readied G runs before the rest of the queue,

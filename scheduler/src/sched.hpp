@@ -45,6 +45,9 @@ enum class GStatus : std::uint32_t {
   syscall,
   // Not running user code: on a free list (with its stack), or not started yet.
   dead,
+  // Waiting, and a goroutine dump is reading its stack (debug.hpp): whoever would make
+  // it runnable waits until the dump puts it back to waiting (leave_waiting).
+  scanning,
 };
 
 // A P's state.
@@ -89,6 +92,13 @@ struct G {
   int saved_errno = 0;
   EhState eh;
   std::size_t allg_index = 0;       // position in the runtime's list of all Gs
+  // For goroutine dumps: who started it and where, and since when and on what it waits
+  // (wait_since: CLOCK_MONOTONIC_COARSE at the last park; wait_fd: the descriptor of an
+  // IO wait). Written by the G itself (or new_g) before it is published.
+  std::uint64_t parent_id = 0;
+  void* creator_pc = nullptr;
+  std::int64_t wait_since = 0;
+  int wait_fd = -1;
   const char* low_water = nullptr;  // lowest sp seen at a switch (stack.hpp)
   char name[32] = {};
 #if defined(GORO_ASAN)
@@ -98,6 +108,23 @@ struct G {
   void* tsan_fiber = nullptr;
 #endif
 };
+
+// waiting -> to, for whoever makes a parked G runnable (or resumes it when its park
+// commit failed): waits out a goroutine dump that is reading its stack (scanning).
+// Returns false when g was in neither state.
+inline bool leave_waiting(G* g, GStatus to) noexcept {
+  for (;;) {
+    GStatus expected = GStatus::waiting;
+    if (g->status.compare_exchange_weak(expected, to, std::memory_order_seq_cst)) return true;
+    if (expected == GStatus::waiting) continue;  // a spurious failure
+    if (expected != GStatus::scanning) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
+}
 
 // An OS thread. Its fields are its own thread's, except where marked.
 struct M {

@@ -88,8 +88,7 @@ namespace {
 
 // A G the netpoller returned was parked on a poll descriptor: waiting -> runnable.
 void set_runnable_from_netpoll(G* g) {
-  GStatus expected = GStatus::waiting;
-  if (!g->status.compare_exchange_strong(expected, GStatus::runnable))
+  if (!leave_waiting(g, GStatus::runnable))
     fatal("netpoll readied a goroutine that was not waiting");
 }
 
@@ -355,7 +354,7 @@ void execute(M* m, G* g, bool inherit) {
         ParkCommit commit = m->park_commit;
         m->park_commit = nullptr;
         if (commit && !commit(g, m->park_arg)) {
-          g->status.store(GStatus::running, std::memory_order_relaxed);
+          leave_waiting(g, GStatus::running);
           inherit = true;
           continue;  // the wait was cancelled: resume g at once
         }

@@ -141,6 +141,7 @@ int run_main(std::function<int()> main_fn, Config config) {
 
   trace_init();
   netpoll_init();
+  install_sigquit_dump();
   install_runtime_signals();
   pthread_sigmask(SIG_BLOCK, nullptr, &sched.initial_sigmask);
 

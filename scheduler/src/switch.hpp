@@ -61,7 +61,7 @@ inline void after_resume(M* m) {
     m->park_commit = nullptr;
     if (commit && !commit(prev, m->park_arg)) {
       // The wait was cancelled before it was published: run prev next.
-      prev->status.store(GStatus::runnable, std::memory_order_relaxed);
+      leave_waiting(prev, GStatus::runnable);
       runqput(m->p, prev, true);
     }
   }

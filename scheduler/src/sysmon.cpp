@@ -140,6 +140,14 @@ int retake(std::int64_t now) {
 }
 
 void schedtrace(std::int64_t now) {
+  const std::string line = schedtrace_line(now) + "\n";
+  if (write(2, line.data(), line.size()) < 0) {
+  }
+}
+
+}  // namespace
+
+std::string schedtrace_line(std::int64_t now) {
   sched.lock.lock();
   int threads = static_cast<int>(sched.all_m.size()) + 1;  // + sysmon
   int idle_threads = sched.nmidle;
@@ -156,12 +164,9 @@ void schedtrace(std::int64_t now) {
     if (i) line += ' ';
     line += std::to_string(sched.all_p[i]->runq.size());
   }
-  line += "]\n";
-  if (write(2, line.data(), line.size()) < 0) {
-  }
+  line += "]";
+  return line;
 }
-
-}  // namespace
 
 void sysmon_wake() {
   sched.sysmon_wait = false;

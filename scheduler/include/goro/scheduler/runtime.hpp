@@ -69,8 +69,9 @@ struct GoOptions {
 // goroutine's stack, so spawning allocates nothing besides a (usually cached) stack.
 // An exception escaping fn prints "goroutine N: uncaught exception: <what>" and
 // aborts the process, like a Go panic.
+// (Always inlined, so that the runtime records the caller as the goroutine's creator.)
 template <class F>
-void go(GoOptions options, F&& fn) {
+[[gnu::always_inline]] inline void go(GoOptions options, F&& fn) {
   using Fn = std::decay_t<F>;
   static_assert(std::is_invocable_v<Fn&>, "goro::go needs a callable taking no arguments");
   void* slot = nullptr;
@@ -83,7 +84,7 @@ void go(GoOptions options, F&& fn) {
   });
 }
 template <class F>
-void go(F&& fn) {
+[[gnu::always_inline]] inline void go(F&& fn) {
   go(GoOptions{}, std::forward<F>(fn));
 }
 

@@ -20,6 +20,8 @@ struct G;  // a goroutine; opaque outside the runtime
 
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 std::int64_t nanotime() noexcept;
+// The same clock at a few ms resolution, cheaper (CLOCK_MONOTONIC_COARSE).
+std::int64_t coarse_nanotime() noexcept;
 // nanotime() + d, saturating: a duration too long to add (nanoseconds::max(), "forever")
 // is a time that never comes, not one in the past.
 inline std::int64_t nanotime_after(std::int64_t d) noexcept {
