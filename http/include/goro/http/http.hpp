@@ -3,6 +3,7 @@
 #pragma once
 
 #include <goro/http/client.hpp>
+#include <goro/http/debug.hpp>
 #include <goro/http/errors.hpp>
 #include <goro/http/file_server.hpp>
 #include <goro/http/headers.hpp>

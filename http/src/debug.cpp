@@ -1,0 +1,70 @@
+// The /debug/goro/ endpoints (debug.hpp) over goro::debug's dumps.
+#include <goro/http/debug.hpp>
+
+#include <string>
+#include <string_view>
+
+#include <goro/http/status.hpp>
+#include <goro/scheduler/debug.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+namespace goro::http::debug {
+
+namespace {
+
+constexpr std::string_view kIndex =
+    "goro debug endpoints\n"
+    "\n"
+    "goroutines            every goroutine: state, wait, stack, creator (?debug=1: grouped,\n"
+    "                      ?format=json)\n"
+    "sched                 the scheduler: schedtrace line, per-P counters (?format=json)\n";
+
+}  // namespace
+
+Handler handler() {
+  return [](Request& req, ResponseWriter& w) {
+    if (req.method() != "GET" && req.method() != "HEAD") {
+      w.header().set("Allow", "GET, HEAD");
+      w.text("405 Method Not Allowed: the debug endpoints are read-only\n",
+             status::method_not_allowed);
+      return;
+    }
+    std::string_view path = req.path();
+    const std::size_t slash = path.rfind('/');
+    const std::string_view leaf = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    const bool json = req.query("format").value_or("") == "json";
+    w.header().set("Cache-Control", "no-store");
+    if (leaf.empty()) {
+      w.text(kIndex);
+    } else if (leaf == "goroutines") {
+      const std::string level = req.query("debug").value_or("2");
+      if (level != "1" && level != "2") {
+        w.text("400 Bad Request: debug must be 1 (grouped) or 2 (every goroutine)\n",
+               status::bad_request);
+        return;
+      }
+      // A dump walks every parked stack: off the P, as a blocking call.
+      std::string body = goro::blocking([&] {
+        return json ? goro::debug::goroutine_dump_json()
+                    : goro::debug::goroutine_dump(level == "1" ? 1 : 2);
+      });
+      if (json) {
+        w.json(body);
+      } else {
+        w.text(body);
+      }
+    } else if (leaf == "sched") {
+      if (json) {
+        w.json(goro::debug::sched_json());
+      } else {
+        w.text(goro::debug::sched_text());
+      }
+    } else {
+      w.text("404 Not Found: no debug endpoint '" + std::string(leaf) +
+                 "' (see the index one level up)\n",
+             status::not_found);
+    }
+  };
+}
+
+}  // namespace goro::http::debug
