@@ -44,6 +44,8 @@ GORO_DEPS_TEST=(
   runc
   debootstrap
   wrk
+  prometheus        # promtool, which checks the /metrics text (tests/http/metrics_test.cpp);
+                    # on a systemd host the package also starts a Prometheus on :9090
 )
 
 # Load tests: the peers goro is compared with and the tools that drive and plot them.

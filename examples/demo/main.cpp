@@ -1,7 +1,7 @@
 // goro-demo: an HTTP server showing what goro does with plain blocking handler code.
 //
 //   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
-//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]]
+//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]] [--debug]
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
 //                            on stderr: the container's HEALTHCHECK, which needs no curl
 //
@@ -16,6 +16,10 @@
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
+//   GET  /debug/goro/... goroutine dumps and scheduler state, and
+//   GET  /metrics        Prometheus metrics (runtime, process, HTTP requests): both with
+//                        --debug only (stacks are not for the open Internet: bind --addr
+//                        to 127.0.0.1, or publish the port on a private network only)
 //
 // The service shell is goro::App: the address also comes from GORO_ADDR or PORT, and
 // SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
@@ -101,7 +105,7 @@ std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, st
   return n > max ? max : n;
 }
 
-http::Router make_router(const std::string& root) {
+http::Router make_router(const std::string& root, bool debug) {
   http::Router r;
   auto hello = [](http::Request&, http::ResponseWriter& w) { w.text("Hello, World!"); };
   r.handle("GET /{$}", hello);
@@ -151,13 +155,17 @@ http::Router make_router(const std::string& root) {
   });
   r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
   if (!root.empty()) r.handle("GET /static/{path...}", http::file_server(root));
+  if (debug) {
+    r.handle("/debug/goro/", http::debug::handler());
+    r.handle("GET /metrics", http::metrics::handler());
+  }
   return r;
 }
 
 void usage() {
   std::fprintf(stderr,
                "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
-               "[--shutdown-timeout SECONDS] [--access-log[=logfmt|json|common]]\n"
+               "[--shutdown-timeout SECONDS] [--access-log[=logfmt|json|common]] [--debug]\n"
                "       goro-demo --probe URL\n");
 }
 
@@ -167,10 +175,13 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
   goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
   std::string root;
+  bool debug = false;
   const auto& args = app.args();
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--root" && i + 1 < args.size()) {
       root = args[++i];
+    } else if (args[i] == "--debug") {
+      debug = true;
     } else {
       usage();
       return 2;
@@ -178,7 +189,12 @@ int main(int argc, char** argv) {
   }
   RequestCounts counts;
   const int code = app.run([&] {
-    return http::chain(make_router(root), {count_requests(counts), http::recover()});
+    http::Handler routes = make_router(root, debug);
+    // With --debug, every request is counted and timed for /metrics (the middleware goes
+    // first, so it sees what recover answers).
+    return debug ? http::chain(routes, {http::metrics::instrument(), count_requests(counts),
+                                        http::recover()})
+                 : http::chain(routes, {count_requests(counts), http::recover()});
   });
   if (code == 0) {
     std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",

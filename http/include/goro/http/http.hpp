@@ -7,6 +7,7 @@
 #include <goro/http/errors.hpp>
 #include <goro/http/file_server.hpp>
 #include <goro/http/headers.hpp>
+#include <goro/http/metrics.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>

@@ -1,0 +1,861 @@
+#include <goro/http/metrics.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include <goro/http/status.hpp>
+#include <goro/scheduler/detail/introspect.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+namespace goro::http::metrics {
+namespace {
+
+[[noreturn]] void invalid(std::string what) {
+  throw std::invalid_argument("goro::http::metrics: " + std::move(what));
+}
+
+bool valid_metric_name(std::string_view s) {
+  if (s.empty()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+bool valid_label_name(std::string_view s) {
+  if (s.empty() || s.starts_with("__")) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i < static_cast<std::size_t>(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A double as Go's client writes it (strconv 'g' with the shortest precision): the
+// fewest digits that read back as the same double, in exponent form when the exponent
+// is below -4 or 6 and above. Bucket bounds are label values that queries match as
+// text (le="100000", le="1e+06"), so they must read exactly as Go's do.
+void append_value(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out.append("NaN");
+    return;
+  }
+  if (std::isinf(v)) {
+    out.append(v > 0 ? "+Inf" : "-Inf");
+    return;
+  }
+  char buf[64];
+  std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  if (r.ec != std::errc()) return;
+  const char* digits = std::find(buf, r.ptr, 'e') + 1;  // "e-05", "e+21": sign always there
+  int exponent = 0;
+  std::from_chars(digits + (*digits == '+' ? 1 : 0), r.ptr, exponent);
+  if (exponent < -4 || exponent >= 6) {
+    out.append(buf, r.ptr);
+    return;
+  }
+  r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (r.ec == std::errc()) out.append(buf, r.ptr);
+}
+
+void append_value(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc() ? end : buf);
+}
+
+// HELP text escapes backslash and newline; label values also the double quote.
+void append_escaped(std::string& out, std::string_view s, bool quote) {
+  for (char c : s) {
+    if (c == '\\') {
+      out.append("\\\\");
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else if (c == '"' && quote) {
+      out.append("\\\"");
+    } else {
+      out.push_back(c);
+    }
+  }
+}
+
+enum class Kind { counter, gauge, histogram };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::counter: return "counter";
+    case Kind::gauge: return "gauge";
+    case Kind::histogram: return "histogram";
+  }
+  return "untyped";
+}
+
+using Key = std::vector<std::string>;
+
+// Orders keys, and lets a lookup by string_views find a key without building one.
+struct KeyLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return std::lexicographical_compare(
+        a.begin(), a.end(), b.begin(), b.end(),
+        [](std::string_view x, std::string_view y) { return x < y; });
+  }
+};
+
+template <class Metric>
+struct Child {
+  std::unique_ptr<Metric> metric;
+  std::string labels;  // rendered: name="value",name="value" (empty without labels)
+};
+
+template <class Metric>
+using Children = std::map<Key, Child<Metric>, KeyLess>;
+
+}  // namespace
+
+namespace detail {
+
+// One metric family: its definition, and its children by label values.
+struct FamilyState {
+  std::string name;
+  std::string help;
+  Kind kind = Kind::counter;
+  std::vector<std::string> label_names;
+  std::vector<double> bounds;          // histograms: upper bounds, +Inf not included
+  std::vector<std::string> le_values;  // bounds as rendered, "+Inf" last
+  // *_func families: computes the value at render; nullopt leaves the family out.
+  std::function<std::optional<double>()> fn;
+
+  // Guards the children maps (not the children, which are atomics). Readers: lookups and
+  // render; writers: with_labels() making a child.
+  mutable std::shared_mutex mu;
+  Children<Counter> counters;
+  Children<Gauge> gauges;
+  Children<Histogram> histograms;
+
+  template <class Metric>
+  Children<Metric>& children() {
+    if constexpr (std::is_same_v<Metric, Counter>) {
+      return counters;
+    } else if constexpr (std::is_same_v<Metric, Gauge>) {
+      return gauges;
+    } else {
+      return histograms;
+    }
+  }
+};
+
+struct Access {
+  template <class Metric>
+  static std::unique_ptr<Metric> make(const FamilyState& f) {
+    if constexpr (std::is_same_v<Metric, Histogram>) {
+      return std::unique_ptr<Histogram>(new Histogram(f.bounds));
+    } else {
+      return std::unique_ptr<Metric>(new Metric());
+    }
+  }
+  template <class Metric>
+  static Family<Metric> family(FamilyState* f) {
+    return Family<Metric>(f);
+  }
+  static Registry::Impl& impl(Registry& r) { return *r.impl_; }
+  static std::uint64_t whole(const Counter& c) { return c.whole_.load(std::memory_order_relaxed); }
+  static double fraction(const Counter& c) { return c.fraction_.load(std::memory_order_relaxed); }
+};
+
+}  // namespace detail
+
+using detail::Access;
+using detail::FamilyState;
+
+void Counter::add(double v) {
+  if (!(v >= 0)) invalid("a counter cannot go down (add " + std::to_string(v) + ")");
+  double whole = 0;
+  const double frac = std::modf(v, &whole);
+  if (whole > 0 && whole < 9.0e15) {
+    whole_.fetch_add(static_cast<std::uint64_t>(whole), std::memory_order_relaxed);
+    if (frac != 0) fraction_.fetch_add(frac, std::memory_order_relaxed);
+  } else {
+    fraction_.fetch_add(v, std::memory_order_relaxed);
+  }
+}
+
+double Counter::value() const noexcept {
+  return static_cast<double>(whole_.load(std::memory_order_relaxed)) +
+         fraction_.load(std::memory_order_relaxed);
+}
+
+Histogram::Histogram(std::span<const double> bounds)
+    : bounds_(bounds),
+      buckets_(std::make_unique<std::atomic<std::uint64_t>[]>(bounds.size() + 1)) {}
+
+void Histogram::observe(double v) noexcept {
+  // NaN compares false with every bound, so it falls through to +Inf, as in Go.
+  const std::size_t i =
+      std::isnan(v) ? bounds_.size()
+                    : static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
+                                               bounds_.begin());
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
+}
+
+std::uint64_t Histogram::count() const noexcept {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i <= bounds_.size(); ++i)
+    n += buckets_[i].load(std::memory_order_relaxed);
+  return n;
+}
+
+std::uint64_t Histogram::bucket_count(std::size_t i) const noexcept {
+  return i <= bounds_.size() ? buckets_[i].load(std::memory_order_relaxed) : 0;
+}
+
+template <class Metric>
+Metric& Family<Metric>::with_labels(std::span<const std::string_view> values) {
+  FamilyState& f = *state_;
+  if (values.size() != f.label_names.size()) {
+    invalid(f.name + " has " + std::to_string(f.label_names.size()) + " labels, given " +
+            std::to_string(values.size()) + " values");
+  }
+  Children<Metric>& children = f.children<Metric>();
+  {
+    std::shared_lock lock(f.mu);
+    auto it = children.find(values);
+    if (it != children.end()) return *it->second.metric;
+  }
+  Key key;
+  std::string labels;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!valid_utf8(values[i])) invalid("label value of " + f.label_names[i] + " is not UTF-8");
+    key.emplace_back(values[i]);
+    if (i > 0) labels.push_back(',');
+    labels.append(f.label_names[i]);
+    labels.append("=\"");
+    append_escaped(labels, values[i], true);
+    labels.push_back('"');
+  }
+  std::unique_lock lock(f.mu);
+  auto [it, inserted] = children.try_emplace(std::move(key));
+  if (inserted) {
+    it->second.metric = Access::make<Metric>(f);
+    it->second.labels = std::move(labels);
+  }
+  return *it->second.metric;
+}
+
+template <class Metric>
+const std::string& Family<Metric>::name() const noexcept {
+  return state_->name;
+}
+
+template <class Metric>
+const std::vector<std::string>& Family<Metric>::label_names() const noexcept {
+  return state_->label_names;
+}
+
+template class Family<Counter>;
+template class Family<Gauge>;
+template class Family<Histogram>;
+
+std::vector<double> default_buckets() { return {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}; }
+
+std::vector<double> linear_buckets(double start, double width, int count) {
+  if (count < 1 || !(width > 0)) invalid("linear_buckets needs count >= 1 and width > 0");
+  std::vector<double> out;
+  for (int i = 0; i < count; ++i) out.push_back(start + width * i);
+  return out;
+}
+
+std::vector<double> exponential_buckets(double start, double factor, int count) {
+  if (count < 1 || !(start > 0) || !(factor > 1)) {
+    invalid("exponential_buckets needs count >= 1, start > 0 and factor > 1");
+  }
+  std::vector<double> out;
+  double v = start;
+  for (int i = 0; i < count; ++i, v *= factor) out.push_back(v);
+  return out;
+}
+
+struct Registry::Impl {
+  // Guards families and taken. A FamilyState, once made, lives as long as the registry.
+  mutable std::mutex mu;
+  std::map<std::string, std::unique_ptr<FamilyState>, std::less<>> families;
+  // Every name a family writes (its own, and a histogram's _bucket, _sum and _count).
+  std::set<std::string, std::less<>> taken;
+
+  FamilyState* add(std::string_view name, std::string_view help, Kind kind,
+                   std::vector<std::string> label_names, std::vector<double> bounds,
+                   std::function<std::optional<double>()> fn);
+};
+
+FamilyState* Registry::Impl::add(std::string_view name, std::string_view help, Kind kind,
+                                 std::vector<std::string> label_names, std::vector<double> bounds,
+                                 std::function<std::optional<double>()> fn) {
+  const std::string quoted = "\"" + std::string(name) + "\"";
+  if (!valid_metric_name(name)) invalid("invalid metric name " + quoted);
+  if (!valid_utf8(help)) invalid("the help of " + quoted + " is not UTF-8");
+  for (std::size_t i = 0; i < label_names.size(); ++i) {
+    const std::string& l = label_names[i];
+    if (!valid_label_name(l)) invalid("invalid label name \"" + l + "\" of " + quoted);
+    if (kind == Kind::histogram && l == "le")
+      invalid("a histogram cannot have the label le: " + quoted);
+    if (std::find(label_names.begin(), label_names.begin() + static_cast<std::ptrdiff_t>(i), l) !=
+        label_names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      invalid("label name \"" + l + "\" repeated in " + quoted);
+    }
+  }
+  std::vector<std::string> le_values;
+  if (kind == Kind::histogram) {
+    if (!bounds.empty() && std::isinf(bounds.back()) && bounds.back() > 0) bounds.pop_back();
+    for (std::size_t i = 0; i < bounds.size(); ++i) {
+      if (std::isnan(bounds[i]) || (i > 0 && !(bounds[i - 1] < bounds[i]))) {
+        invalid("the buckets of " + quoted + " must ascend strictly, without NaN");
+      }
+      std::string le;
+      append_value(le, bounds[i]);
+      le_values.push_back(std::move(le));
+    }
+    le_values.emplace_back("+Inf");
+  }
+
+  std::vector<std::string> series;
+  if (kind == Kind::histogram) {
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      series.push_back(std::string(name) + suffix);
+  }
+  series.emplace_back(name);
+
+  std::lock_guard lock(mu);
+  if (auto it = families.find(name); it != families.end()) {
+    FamilyState& f = *it->second;
+    if (!fn && !f.fn && f.kind == kind && f.help == help && f.label_names == label_names &&
+        f.bounds == bounds) {
+      return &f;
+    }
+    invalid(quoted + " is already registered with another definition");
+  }
+  for (const std::string& s : series) {
+    if (taken.contains(s)) invalid(quoted + " clashes with the metric that writes " + s);
+  }
+  auto state = std::make_unique<FamilyState>();
+  state->name = std::string(name);
+  state->help = std::string(help);
+  state->kind = kind;
+  state->label_names = std::move(label_names);
+  state->bounds = std::move(bounds);
+  state->le_values = std::move(le_values);
+  state->fn = std::move(fn);
+  FamilyState* f = state.get();
+  families.emplace(state->name, std::move(state));
+  for (std::string& s : series) taken.insert(std::move(s));
+  return f;
+}
+
+Registry::Registry() : impl_(std::make_unique<Impl>()) {}
+Registry::~Registry() = default;
+
+Counter& Registry::counter(std::string_view name, std::string_view help) {
+  return counter_family(name, help, {}).with_labels({});
+}
+
+Gauge& Registry::gauge(std::string_view name, std::string_view help) {
+  return gauge_family(name, help, {}).with_labels({});
+}
+
+Histogram& Registry::histogram(std::string_view name, std::string_view help,
+                               std::vector<double> buckets) {
+  return histogram_family(name, help, {}, std::move(buckets)).with_labels({});
+}
+
+Family<Counter> Registry::counter_family(std::string_view name, std::string_view help,
+                                         std::vector<std::string> label_names) {
+  return Access::family<Counter>(
+      impl_->add(name, help, Kind::counter, std::move(label_names), {}, nullptr));
+}
+
+Family<Gauge> Registry::gauge_family(std::string_view name, std::string_view help,
+                                     std::vector<std::string> label_names) {
+  return Access::family<Gauge>(
+      impl_->add(name, help, Kind::gauge, std::move(label_names), {}, nullptr));
+}
+
+Family<Histogram> Registry::histogram_family(std::string_view name, std::string_view help,
+                                             std::vector<std::string> label_names,
+                                             std::vector<double> buckets) {
+  return Access::family<Histogram>(
+      impl_->add(name, help, Kind::histogram, std::move(label_names), std::move(buckets), nullptr));
+}
+
+namespace {
+
+std::function<std::optional<double>()> always(std::function<double()> fn) {
+  if (!fn) invalid("a *_func metric needs a function");
+  return [fn = std::move(fn)]() -> std::optional<double> { return fn(); };
+}
+
+}  // namespace
+
+void Registry::counter_func(std::string_view name, std::string_view help,
+                            std::function<double()> fn) {
+  impl_->add(name, help, Kind::counter, {}, {}, always(std::move(fn)));
+}
+
+void Registry::gauge_func(std::string_view name, std::string_view help,
+                          std::function<double()> fn) {
+  impl_->add(name, help, Kind::gauge, {}, {}, always(std::move(fn)));
+}
+
+namespace {
+
+void append_header(std::string& out, const FamilyState& f) {
+  if (!f.help.empty()) {
+    out.append("# HELP ");
+    out.append(f.name);
+    out.push_back(' ');
+    append_escaped(out, f.help, false);
+    out.push_back('\n');
+  }
+  out.append("# TYPE ");
+  out.append(f.name);
+  out.push_back(' ');
+  out.append(kind_name(f.kind));
+  out.push_back('\n');
+}
+
+// name{labels} or name, then a space.
+void append_series(std::string& out, const FamilyState& f, std::string_view suffix,
+                   std::string_view labels) {
+  out.append(f.name);
+  out.append(suffix);
+  if (!labels.empty()) {
+    out.push_back('{');
+    out.append(labels);
+    out.push_back('}');
+  }
+  out.push_back(' ');
+}
+
+void append_family(std::string& out, FamilyState& f) {
+  if (f.fn) {
+    std::optional<double> v = f.fn();
+    if (!v) return;
+    append_header(out, f);
+    append_series(out, f, "", "");
+    append_value(out, *v);
+    out.push_back('\n');
+    return;
+  }
+  std::shared_lock lock(f.mu);
+  switch (f.kind) {
+    case Kind::counter:
+      if (f.counters.empty()) return;
+      append_header(out, f);
+      for (const auto& [key, child] : f.counters) {
+        append_series(out, f, "", child.labels);
+        const double fraction = Access::fraction(*child.metric);
+        if (fraction == 0) {
+          append_value(out, Access::whole(*child.metric));
+        } else {
+          append_value(out, child.metric->value());
+        }
+        out.push_back('\n');
+      }
+      return;
+    case Kind::gauge:
+      if (f.gauges.empty()) return;
+      append_header(out, f);
+      for (const auto& [key, child] : f.gauges) {
+        append_series(out, f, "", child.labels);
+        append_value(out, child.metric->value());
+        out.push_back('\n');
+      }
+      return;
+    case Kind::histogram: {
+      if (f.histograms.empty()) return;
+      append_header(out, f);
+      std::string labels;
+      for (const auto& [key, child] : f.histograms) {
+        const Histogram& h = *child.metric;
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < f.le_values.size(); ++i) {
+          cumulative += h.bucket_count(i);
+          labels = child.labels;
+          if (!labels.empty()) labels.push_back(',');
+          labels.append("le=\"");
+          labels.append(f.le_values[i]);
+          labels.push_back('"');
+          append_series(out, f, "_bucket", labels);
+          append_value(out, cumulative);
+          out.push_back('\n');
+        }
+        append_series(out, f, "_sum", child.labels);
+        append_value(out, h.sum());
+        out.push_back('\n');
+        append_series(out, f, "_count", child.labels);
+        append_value(out, cumulative);
+        out.push_back('\n');
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string Registry::render() const {
+  std::vector<FamilyState*> families;
+  {
+    std::lock_guard lock(impl_->mu);
+    families.reserve(impl_->families.size());
+    for (auto& [name, f] : impl_->families) families.push_back(f.get());
+  }
+  std::string out;
+  for (FamilyState* f : families) append_family(out, *f);
+  return out;
+}
+
+Registry& default_registry() {
+  static Registry* registry = [] {
+    auto* r = new Registry;  // never destroyed: metrics may be touched during exit
+    register_runtime_metrics(*r);
+    register_process_metrics(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+namespace {
+
+// The runtime's numbers exist only on a goroutine of the goro::run in progress.
+template <class F>
+std::function<std::optional<double>()> on_goroutine(F read) {
+  return [read]() -> std::optional<double> {
+    if (goro::goid() == 0) return std::nullopt;
+    return static_cast<double>(read());
+  };
+}
+
+struct ProcTotals {
+  std::uint64_t steals = 0;
+  std::uint64_t runs = 0;
+};
+
+ProcTotals proc_totals() {
+  ProcTotals t;
+  for (const goro::detail::ProcStats& p : goro::detail::proc_stats()) {
+    t.steals += p.steals;
+    t.runs += p.runs;
+  }
+  return t;
+}
+
+}  // namespace
+
+void register_runtime_metrics(Registry& registry) {
+  Registry::Impl& r = Access::impl(registry);
+  auto add = [&r](std::string_view name, std::string_view help, Kind kind, auto read) {
+    r.add(name, help, kind, {}, {}, on_goroutine(read));
+  };
+  add("goro_goroutines", "Goroutines that exist now, the main one included.", Kind::gauge,
+      [] { return goro::num_goroutine(); });
+  add("goro_procs", "Ps (processors) the runtime runs goroutines on: GOMAXPROCS.", Kind::gauge,
+      [] { return goro::maxprocs(); });
+  add("goro_threads", "OS threads (Ms) the runtime has made, the monitor thread not included.",
+      Kind::gauge, [] { return goro::detail::thread_count(); });
+  add("goro_idle_threads", "OS threads parked idle.", Kind::gauge,
+      [] { return goro::detail::idle_threads(); });
+  add("goro_handoffs_total",
+      "Ps handed to another thread (blocking call retaken, preemption, blocking_long).",
+      Kind::counter, [] { return goro::detail::handoffs(); });
+  add("goro_preemptions_total", "Ps taken from a goroutine by the preemption signal.",
+      Kind::counter, [] { return goro::detail::preemptions(); });
+  add("goro_sysmon_wakeups_total", "Times the monitor thread woke up.", Kind::counter,
+      [] { return goro::detail::sysmon_wakeups(); });
+  add("goro_steals_total", "Successful steals of goroutines from another P's run queue.",
+      Kind::counter, [] { return proc_totals().steals; });
+  add("goro_goroutine_runs_total", "Goroutines run by a P (each time one is switched to).",
+      Kind::counter, [] { return proc_totals().runs; });
+}
+
+namespace {
+
+// The whole of a small /proc file, read in goro::blocking; nullopt if it cannot be read.
+std::optional<std::string> read_proc_file(const char* path) {
+  return goro::blocking([path]() -> std::optional<std::string> {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        if (n < 0) return std::nullopt;
+        return out;
+      }
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+  });
+}
+
+// Fields of /proc/self/stat by number, counted from 1 as proc(5) does; nullopt if the
+// file cannot be read or is shorter.
+template <std::size_t N>
+std::optional<std::array<double, N>> stat_fields(const std::array<int, N>& numbers) {
+  std::optional<std::string> stat = read_proc_file("/proc/self/stat");
+  if (!stat) return std::nullopt;
+  // The command name (field 2) is in parentheses and may hold spaces and ')'.
+  const std::size_t close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::array<double, N> out{};
+  for (std::size_t i = 0; i < N; ++i) {
+    const char* p = stat->c_str() + close + 1;
+    for (int field = 3; field < numbers[i]; ++field) {
+      while (*p == ' ') ++p;
+      while (*p != ' ' && *p != '\0') ++p;
+    }
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(p, &end, 10);
+    if (end == p) return std::nullopt;
+    out[i] = static_cast<double>(v);
+  }
+  return out;
+}
+
+std::optional<double> stat_field(int number) {
+  auto fields = stat_fields(std::array<int, 1>{number});
+  if (!fields) return std::nullopt;
+  return (*fields)[0];
+}
+
+double clock_ticks() { return static_cast<double>(::sysconf(_SC_CLK_TCK)); }
+
+std::optional<double> cpu_seconds() {
+  auto times = stat_fields(std::array<int, 2>{14, 15});  // utime, stime
+  if (!times) return std::nullopt;
+  return ((*times)[0] + (*times)[1]) / clock_ticks();
+}
+
+std::optional<double> start_time_seconds() {
+  std::optional<double> since_boot = stat_field(22);
+  std::optional<std::string> stat = read_proc_file("/proc/stat");
+  if (!since_boot || !stat) return std::nullopt;
+  const std::size_t at = stat->find("\nbtime ");
+  if (at == std::string::npos) return std::nullopt;
+  const double boot = std::strtod(stat->c_str() + at + 7, nullptr);
+  return boot + *since_boot / clock_ticks();
+}
+
+std::optional<double> open_fds() {
+  return goro::blocking([]() -> std::optional<double> {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (dir == nullptr) return std::nullopt;
+    const int own = ::dirfd(dir);
+    double n = 0;
+    while (const dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      if (std::atoi(e->d_name) != own) ++n;
+    }
+    ::closedir(dir);
+    return n;
+  });
+}
+
+}  // namespace
+
+void register_process_metrics(Registry& registry) {
+  Registry::Impl& r = Access::impl(registry);
+  r.add("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+        Kind::counter, {}, {}, cpu_seconds);
+  r.add("process_resident_memory_bytes", "Resident memory size in bytes.", Kind::gauge, {}, {},
+        []() -> std::optional<double> {
+          std::optional<double> pages = stat_field(24);
+          if (!pages) return std::nullopt;
+          return *pages * static_cast<double>(::sysconf(_SC_PAGESIZE));
+        });
+  r.add("process_virtual_memory_bytes", "Virtual memory size in bytes.", Kind::gauge, {}, {},
+        [] { return stat_field(23); });
+  r.add("process_open_fds", "Number of open file descriptors.", Kind::gauge, {}, {}, open_fds);
+  r.add("process_max_fds", "Maximum number of open file descriptors.", Kind::gauge, {}, {},
+        []() -> std::optional<double> {
+          rlimit limit{};
+          if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return std::nullopt;
+          if (limit.rlim_cur == RLIM_INFINITY) return std::numeric_limits<double>::infinity();
+          return static_cast<double>(limit.rlim_cur);
+        });
+  r.add("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+        Kind::gauge, {}, {}, start_time_seconds);
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 9> standard_methods = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+constexpr std::size_t other_method = standard_methods.size();
+constexpr std::size_t method_slots = standard_methods.size() + 1;
+constexpr int first_cached_code = 100;
+constexpr int cached_codes = 500;  // 100..599; others go through with_labels
+
+std::size_t method_index(std::string_view method) {
+  for (std::size_t i = 0; i < standard_methods.size(); ++i) {
+    if (method == standard_methods[i]) return i;
+  }
+  return other_method;
+}
+
+std::string_view method_label(std::size_t index) {
+  return index == other_method ? std::string_view("other") : standard_methods[index];
+}
+
+// The children the middleware touches, found once each and kept, so a request does no
+// lookup: a null slot is filled from with_labels(), which returns the same child to any
+// thread that races here. Release/acquire publish the child's construction with it.
+template <class Metric>
+Metric& cached(std::atomic<Metric*>& slot, Family<Metric> family,
+               std::initializer_list<std::string_view> labels) {
+  Metric* m = slot.load(std::memory_order_acquire);
+  if (m == nullptr) {
+    m = &family.with_labels(labels);
+    slot.store(m, std::memory_order_release);
+  }
+  return *m;
+}
+
+struct Instruments {
+  Family<Counter> requests;
+  Family<Histogram> duration;
+  Family<Histogram> size;
+  Gauge& in_flight;
+  std::array<std::atomic<Histogram*>, method_slots> duration_by_method{};
+  std::array<std::atomic<Histogram*>, method_slots> size_by_method{};
+  // [method * cached_codes + code - first_cached_code]
+  std::unique_ptr<std::atomic<Counter*>[]> requests_by_method_code =
+      std::make_unique<std::atomic<Counter*>[]>(method_slots * cached_codes);
+
+  void record(std::size_t method, int code, std::chrono::nanoseconds elapsed, std::uint64_t bytes) {
+    const std::string_view m = method_label(method);
+    cached(duration_by_method[method], duration, {m}).observe(elapsed);
+    cached(size_by_method[method], size, {m}).observe(static_cast<double>(bytes));
+    char digits[4] = {};
+    std::string_view c = "other";
+    if (code >= 100 && code <= 999) {
+      std::snprintf(digits, sizeof digits, "%d", code);
+      c = std::string_view(digits, 3);
+    }
+    if (code >= first_cached_code && code < first_cached_code + cached_codes) {
+      cached(requests_by_method_code[method * cached_codes +
+                                     static_cast<std::size_t>(code - first_cached_code)],
+             requests, {m, c})
+          .inc();
+    } else {
+      requests.with_labels({m, c}).inc();
+    }
+  }
+};
+
+}  // namespace
+
+Middleware instrument(InstrumentOptions options) {
+  Registry& r = options.registry != nullptr ? *options.registry : default_registry();
+  auto in = std::shared_ptr<Instruments>(new Instruments{
+      r.counter_family("http_requests_total", "HTTP requests answered, by method and status code.",
+                       {"method", "code"}),
+      r.histogram_family("http_request_duration_seconds",
+                         "Time spent handling HTTP requests, in seconds.", {"method"},
+                         std::move(options.duration_buckets)),
+      r.histogram_family("http_response_size_bytes", "Body bytes of HTTP responses.", {"method"},
+                         std::move(options.size_buckets)),
+      r.gauge("http_requests_in_flight", "HTTP requests being handled now."),
+  });
+  return [in](Handler next) -> Handler {
+    return [in, next = std::move(next)](Request& req, ResponseWriter& w) {
+      const std::size_t method = method_index(req.method());
+      const auto start = std::chrono::steady_clock::now();
+      in->in_flight.inc();
+      try {
+        next(req, w);
+      } catch (...) {
+        in->in_flight.dec();
+        // Unanswered, the server answers 500; answered, the response is cut as it was.
+        in->record(method, w.headers_sent() ? w.status() : status::internal_server_error,
+                   std::chrono::steady_clock::now() - start, w.bytes_written());
+        throw;
+      }
+      in->in_flight.dec();
+      in->record(method, w.status(), std::chrono::steady_clock::now() - start, w.bytes_written());
+    };
+  };
+}
+
+Handler handler(Registry& registry) {
+  return [&registry](Request& req, ResponseWriter& w) {
+    if (req.method() != "GET" && req.method() != "HEAD") {
+      w.header().set("Allow", "GET, HEAD");
+      w.text("405 method not allowed\n", status::method_not_allowed);
+      return;
+    }
+    const std::string body = registry.render();
+    w.header().set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    w.write(body);
+  };
+}
+
+}  // namespace goro::http::metrics
