@@ -3,13 +3,16 @@
 #   find_package(goro 0.1 REQUIRED)            # or: COMPONENTS scheduler net http framework
 #   target_link_libraries(app PRIVATE goro::framework)   # or goro::http, goro::scheduler ...
 #   target_link_libraries(app_test PRIVATE goro::httptest)   # component httptest
+#   target_link_libraries(app PRIVATE goro::json)            # component json
 #
 # Each layer installs its own library into the export set `goroTargets`
 # (install(TARGETS goro_<layer> EXPORT goroTargets) in <layer>/CMakeLists.txt) and its
 # headers under include/goro/<layer>/; goro::httptest (http/httptest/) installs its
 # library the same way, its header being among goro::http's. This file, included last
 # by the top-level CMakeLists.txt, writes goroTargets.cmake, goroConfig.cmake and
-# goroConfigVersion.cmake into <prefix>/lib/cmake/goro.
+# goroConfigVersion.cmake into <prefix>/lib/cmake/goro. goro::json (http/json/), built
+# only where nlohmann_json was found, has an export set of its own, goroJsonTargets,
+# which goroConfig.cmake loads only where it finds nlohmann_json again.
 include(CMakePackageConfigHelpers)
 
 set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
@@ -20,7 +23,7 @@ set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
 # those again in the consumer).
 set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
-foreach(layer scheduler net http httptest framework)
+foreach(layer scheduler net http httptest json framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)
@@ -35,6 +38,14 @@ install(EXPORT goroTargets
   NAMESPACE goro::
   FILE goroTargets.cmake
   DESTINATION ${GORO_INSTALL_CMAKEDIR})
+set(GORO_CONFIG_HAS_JSON OFF)
+if(TARGET goro_json)
+  set(GORO_CONFIG_HAS_JSON ON)
+  install(EXPORT goroJsonTargets
+    NAMESPACE goro::
+    FILE goroJsonTargets.cmake
+    DESTINATION ${GORO_INSTALL_CMAKEDIR})
+endif()
 
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/goroConfig.cmake.in
