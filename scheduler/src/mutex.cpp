@@ -101,7 +101,9 @@ bool Mutex::lock_slow(const Context* ctx) {
       // Cancelled while queued, and off the semaphore's queue: stop being counted. If an
       // unlock already took us off the count for a token, that token went to the next
       // waiter, or waits in the semaphore for the next one to queue (with `woken` still
-      // set, or the hand-off in starvation mode): the protocol stays consistent.
+      // set, or the hand-off in starvation mode): the protocol stays consistent. One
+      // corner: a hand-off banked that way leaves the mutex unlocked but `starving`, so
+      // try_lock() fails until the next lock() takes the token and ends starvation mode.
       old = state_.load(std::memory_order_relaxed);
       while ((old >> waiter_shift) != 0 &&
              !state_.compare_exchange_weak(old, old - (1 << waiter_shift),
