@@ -16,10 +16,11 @@
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
-//   GET  /debug/goro/... goroutine dumps and scheduler state, and
-//   GET  /metrics        Prometheus metrics (runtime, process, HTTP requests): both with
-//                        --debug only (stacks are not for the open Internet: bind --addr
-//                        to 127.0.0.1, or publish the port on a private network only)
+//   GET  /metrics        Prometheus metrics: the runtime and the process; with --debug
+//                        also every request's method, status, duration and size
+//   GET  /debug/goro/... goroutine dumps and scheduler state, with --debug only (stacks
+//                        are not for the open Internet: bind --addr to 127.0.0.1, or
+//                        publish the port on a private network only)
 //
 // The service shell is goro::App: the address also comes from GORO_ADDR or PORT, and
 // SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
@@ -155,10 +156,8 @@ http::Router make_router(const std::string& root, bool debug) {
   });
   r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
   if (!root.empty()) r.handle("GET /static/{path...}", http::file_server(root));
-  if (debug) {
-    r.handle("/debug/goro/", http::debug::handler());
-    r.handle("GET /metrics", http::metrics::handler());
-  }
+  r.handle("GET /metrics", http::metrics::handler());
+  if (debug) r.handle("/debug/goro/", http::debug::handler());
   return r;
 }
 
@@ -190,8 +189,8 @@ int main(int argc, char** argv) {
   RequestCounts counts;
   const int code = app.run([&] {
     http::Handler routes = make_router(root, debug);
-    // With --debug, every request is counted and timed for /metrics (the middleware goes
-    // first, so it sees what recover answers).
+    // With --debug, every request is also counted and timed for /metrics (the middleware
+    // goes first, so it sees what recover answers).
     return debug ? http::chain(routes, {http::metrics::instrument(), count_requests(counts),
                                         http::recover()})
                  : http::chain(routes, {count_requests(counts), http::recover()});

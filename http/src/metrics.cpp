@@ -632,6 +632,25 @@ void register_runtime_metrics(Registry& registry) {
       Kind::counter, [] { return proc_totals().steals; });
   add("goro_goroutine_runs_total", "Goroutines run by a P (each time one is switched to).",
       Kind::counter, [] { return proc_totals().runs; });
+  // By state: each reads goro::stats(), one pass over the goroutines.
+  add("goro_goroutines_running", "Goroutines on a thread now.", Kind::gauge,
+      [] { return goro::stats().running; });
+  add("goro_goroutines_runnable", "Goroutines queued to run.", Kind::gauge,
+      [] { return goro::stats().runnable; });
+  add("goro_goroutines_waiting", "Goroutines parked (channel, lock, sleep, network, ...).",
+      Kind::gauge, [] { return goro::stats().waiting; });
+  add("goro_goroutines_syscall", "Goroutines inside goro::blocking.", Kind::gauge,
+      [] { return goro::stats().syscall; });
+  add("goro_idle_procs", "Ps with nothing to run.", Kind::gauge,
+      [] { return goro::detail::idle_ps(); });
+  add("goro_spinning_threads", "Threads looking for work.", Kind::gauge,
+      [] { return goro::detail::spinning_ms(); });
+  add("goro_runqueue_global", "Goroutines in the global run queue.", Kind::gauge,
+      [] { return goro::detail::global_runq_size(); });
+  add("goro_runqueue_local", "Goroutines in the Ps' own run queues, all Ps.", Kind::gauge,
+      [] { return goro::stats().local_runqueues; });
+  add("goro_netpoll_waiters", "Goroutines parked on a socket.", Kind::gauge,
+      [] { return goro::stats().netpoll_waiters; });
 }
 
 namespace {

@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <goro/scheduler/runtime.hpp>
+
+#include "goroutine.hpp"
+#include "netpoll.hpp"
 #include "sched.hpp"
 
 namespace goro::detail {
@@ -54,6 +58,20 @@ std::uint64_t sysmon_wakeups() { return sched.sysmon_wakeups.load(std::memory_or
 std::uint64_t handoffs() { return sched.handoffs.load(std::memory_order_relaxed); }
 std::uint64_t preemptions() { return sched.preemptions.load(std::memory_order_relaxed); }
 
+namespace {
+void count_state(G* g, void* arg) {
+  auto* s = static_cast<RuntimeStats*>(arg);
+  switch (g->status.load(std::memory_order_relaxed)) {
+    case GStatus::running: s->running++; break;
+    case GStatus::runnable: s->runnable++; break;
+    case GStatus::waiting:
+    case GStatus::scanning: s->waiting++; break;
+    case GStatus::syscall: s->syscall++; break;
+    case GStatus::dead: break;
+  }
+}
+}  // namespace
+
 int procs_from_cpu_max(const char* contents) {
   char quota[32] = {};
   long period = 0;
@@ -66,3 +84,31 @@ int procs_from_cpu_max(const char* contents) {
 }
 
 }  // namespace goro::detail
+
+namespace goro {
+
+RuntimeStats stats() {
+  using namespace goro::detail;
+  RuntimeStats s;
+  if (!sched.running.load(std::memory_order_acquire)) return s;
+  for_each_g(count_state, &s);
+  s.goroutines = s.running + s.runnable + s.waiting + s.syscall;
+  s.procs = sched.gomaxprocs;
+  s.idle_procs = idle_ps();
+  s.threads = thread_count();
+  s.idle_threads = idle_threads();
+  s.spinning_threads = spinning_ms();
+  s.global_runqueue = global_runq_size();
+  for (P* pp : sched.all_p) {
+    s.local_runqueues += static_cast<int>(pp->runq.size());
+    s.goroutine_runs += pp->stats.runs.load(std::memory_order_relaxed);
+    s.steals += pp->stats.steals.load(std::memory_order_relaxed);
+  }
+  s.netpoll_waiters = netpoll_waiter_count();
+  s.handoffs = handoffs();
+  s.preemptions = preemptions();
+  s.sysmon_wakeups = sysmon_wakeups();
+  return s;
+}
+
+}  // namespace goro

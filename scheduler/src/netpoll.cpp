@@ -234,6 +234,8 @@ std::uint32_t poll_generation() noexcept { return generation.load(std::memory_or
 
 bool netpoll_anything_waiting() { return waiters.load(std::memory_order_relaxed) > 0; }
 
+int netpoll_waiter_count() { return waiters.load(std::memory_order_relaxed); }
+
 void netpoll_break() {
   if (breakfd < 0) return;
   bool expected = false;

@@ -34,5 +34,7 @@ void netpoll_break();
 
 // Whether any G waits on a poll descriptor (a poll is worth making).
 bool netpoll_anything_waiting();
+// How many Gs are parked on poll descriptors.
+int netpoll_waiter_count();
 
 }  // namespace goro::detail

@@ -122,6 +122,34 @@ TEST_P(Scheduler, NumGoroutineCountsTheLivingOnes) {
       goro::Config{.maxprocs = GetParam()});
 }
 
+TEST_P(Scheduler, StatsCountGoroutinesByState) {
+  goro::run(
+      [] {
+        goro::Chan<int> release;
+        goro::WaitGroup done;
+        for (int i = 0; i < 50; ++i) {
+          done.add(1);
+          goro::go([release, &done] {
+            release.recv();
+            done.done();
+          });
+        }
+        goro::sleep(std::chrono::milliseconds(20));
+        goro::RuntimeStats s = goro::stats();
+        EXPECT_EQ(s.procs, GetParam());
+        EXPECT_GE(s.waiting, 50);
+        EXPECT_GE(s.running, 1);  // this one
+        EXPECT_EQ(s.goroutines, s.running + s.runnable + s.waiting + s.syscall);
+        EXPECT_EQ(s.goroutines, goro::num_goroutine());
+        EXPECT_GE(s.threads, 1);
+        EXPECT_GT(s.goroutine_runs, 50u);
+        release.close();
+        done.wait();
+      },
+      goro::Config{.maxprocs = GetParam()});
+  EXPECT_EQ(goro::stats().goroutines, 0) << "all zero once run returned";
+}
+
 TEST_P(Scheduler, RunsAgainInTheSameProcess) {
   for (int round = 0; round < 4; ++round) {
     std::atomic<int> sum{0};

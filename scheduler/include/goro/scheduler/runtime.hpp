@@ -103,6 +103,32 @@ int maxprocs();
 // (Go's runtime.NumGoroutine). Meaningful while goro::run runs.
 int num_goroutine();
 
+// The runtime's numbers now (what /metrics and /debug/goro/sched show). Each is read on
+// its own, so they are a consistent picture only roughly; the goroutine states come
+// from one pass over every goroutine.
+struct RuntimeStats {
+  int procs = 0;       // Ps (GOMAXPROCS)
+  int idle_procs = 0;  // Ps with nothing to run
+  int goroutines = 0;  // alive: running + runnable + waiting + syscall
+  int running = 0;     // on a thread now
+  int runnable = 0;    // queued to run
+  int waiting = 0;     // parked (channel, lock, sleep, network, ...)
+  int syscall = 0;     // inside goro::blocking
+  int threads = 0;     // OS threads (Ms) made, the monitor not included
+  int idle_threads = 0;
+  int spinning_threads = 0;  // looking for work
+  int global_runqueue = 0;   // goroutines in the global run queue
+  int local_runqueues = 0;   // in the Ps' own queues, all Ps
+  int netpoll_waiters = 0;   // goroutines parked on a socket
+  std::uint64_t goroutine_runs = 0;  // times a goroutine was switched to
+  std::uint64_t steals = 0;          // successful steals between Ps
+  std::uint64_t handoffs = 0;        // Ps handed to another thread
+  std::uint64_t preemptions = 0;     // Ps taken by the preemption signal
+  std::uint64_t sysmon_wakeups = 0;
+};
+// All zero while no goro::run runs. Callable from any thread.
+RuntimeStats stats();
+
 // Id of the calling goroutine (1 is the main goroutine); 0 when not on a goroutine.
 std::uint64_t goid();
 
