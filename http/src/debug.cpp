@@ -1,6 +1,8 @@
 // The /debug/goro/ endpoints (debug.hpp) over goro::debug's dumps.
 #include <goro/http/debug.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -17,7 +19,9 @@ constexpr std::string_view kIndex =
     "\n"
     "goroutines            every goroutine: state, wait, stack, creator (?debug=1: grouped,\n"
     "                      ?format=json)\n"
-    "sched                 the scheduler: schedtrace line, per-P counters (?format=json)\n";
+    "sched                 the scheduler: schedtrace line, per-P counters (?format=json)\n"
+    "trace?seconds=N       what the scheduler did for N seconds (default 1, at most 60),\n"
+    "                      as Chrome trace-event JSON: open it at ui.perfetto.dev\n";
 
 }  // namespace
 
@@ -53,6 +57,19 @@ Handler handler() {
       } else {
         w.text(body);
       }
+    } else if (leaf == "trace") {
+      const std::string text = req.query("seconds").value_or("1");
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(seconds > 0) || seconds > 60) {
+        w.text("400 Bad Request: seconds must be a number above 0 and at most 60\n",
+               status::bad_request);
+        return;
+      }
+      std::string body = goro::debug::trace_json(
+          std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+      w.header().set("Content-Disposition", "attachment; filename=\"goro-trace.json\"");
+      w.json(body);
     } else if (leaf == "sched") {
       if (json) {
         w.json(goro::debug::sched_json());

@@ -29,6 +29,7 @@
 #include "goroutine.hpp"
 #include "sched.hpp"
 #include "sysmon.hpp"
+#include "trace.hpp"
 
 #if defined(GORO_HAVE_LIBUNWIND) && defined(__x86_64__)
 #define UNW_LOCAL_ONLY
@@ -442,6 +443,14 @@ std::string sched_json() {
   }
   out += "]}\n";
   return out;
+}
+
+std::string trace_json(std::chrono::nanoseconds window) {
+  if (!sched.running.load(std::memory_order_acquire)) return {};
+  const std::int64_t from = nanotime();
+  trace_window_begin();
+  goro::sleep(window);
+  return trace_window_end(from);
 }
 
 }  // namespace goro::debug

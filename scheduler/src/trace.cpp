@@ -28,14 +28,18 @@ struct Event {
 // A ring per M: bounded memory; when full, the oldest events are overwritten.
 constexpr std::size_t kRingEvents = 1 << 16;
 
+// mu: the M (or thread) that records, and a reader taking a window (trace_window)
+// while it does. Uncontended but for a reader; taken only while tracing is on.
 struct Ring {
+  std::mutex mu;
   std::vector<Event> events = std::vector<Event>(kRingEvents);
   std::uint64_t next = 0;
 };
 
-std::mutex done_mu;  // guards done and path
-std::vector<Ring*> done;
+std::mutex done_mu;  // guards done, path and window_users
+std::vector<Ring*> done;  // every ring of this run, registered when made
 std::string path;
+int window_users = 0;  // trace_window calls in progress
 
 const char* kind_name(TraceKind k) {
   switch (k) {
@@ -102,8 +106,13 @@ void trace_record(TraceKind kind, std::uint64_t gid, std::uint64_t arg, const ch
     ring = foreign_ring;
   } else {
     ring = static_cast<Ring*>(m->trace_buffer);
-    if (ring == nullptr) m->trace_buffer = ring = new Ring();
+    if (ring == nullptr) {
+      m->trace_buffer = ring = new Ring();
+      std::lock_guard<std::mutex> guard(done_mu);
+      done.push_back(ring);
+    }
   }
+  std::lock_guard<std::mutex> hold(ring->mu);
   Event& e = ring->events[ring->next++ % kRingEvents];
   e.ts = nanotime();
   e.gid = gid;
@@ -128,90 +137,109 @@ void trace_init() {
 }
 
 void trace_flush_m(M* m) {
-  auto* ring = static_cast<Ring*>(m->trace_buffer);
-  if (ring == nullptr) return;
+  // Its ring is registered already; it stays for the final write.
   m->trace_buffer = nullptr;
-  std::lock_guard<std::mutex> guard(done_mu);
-  done.push_back(ring);
 }
+
+namespace {
+
+// The events of each ring from `from` on (0: all it still holds), in order.
+std::vector<std::vector<Event>> copy_rings(std::int64_t from) {
+  std::vector<std::vector<Event>> out;
+  for (Ring* ring : done) {
+    std::lock_guard<std::mutex> hold(ring->mu);
+    std::vector<Event> events;
+    const std::uint64_t first = ring->next > kRingEvents ? ring->next - kRingEvents : 0;
+    for (std::uint64_t i = first; i < ring->next; ++i) {
+      const Event& e = ring->events[i % kRingEvents];
+      if (e.ts >= from) events.push_back(e);
+    }
+    if (!events.empty()) out.push_back(std::move(events));
+  }
+  return out;
+}
+
+// Chrome trace-event JSON (what Perfetto opens), times relative to t0.
+void write_trace(FILE* f, const std::vector<std::vector<Event>>& rings, std::int64_t t0) {
+  std::fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+  // Metadata: process 1 holds one track per M, process 2 one track per P.
+  std::fprintf(f,
+               "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"Ms "
+               "(threads)\"}},\n");
+  std::fprintf(f,
+               "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"Ps "
+               "(processors)\"}}");
+  for (int i = 0; i < sched.gomaxprocs; ++i)
+    std::fprintf(f,
+                 ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":%d,\"name\":\"thread_name\",\"args\":{"
+                 "\"name\":\"P%d\"}}",
+                 i, i);
+  for (const std::vector<Event>& ring : rings) {
+    bool named = false;
+    // A G's run is one complete ("X") slice on its M's track and its P's track, from its
+    // start to its stop event.
+    const Event* start = nullptr;
+    for (const Event& e : ring) {
+      if (!named) {
+        if (e.m >= 0)
+          std::fprintf(f,
+                       ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\","
+                       "\"args\":{\"name\":\"M%d\"}}",
+                       e.m, e.m);
+        else
+          std::fprintf(f,
+                       ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"name\":\"thread_name\","
+                       "\"args\":{\"name\":\"sysmon\"}}");
+        named = true;
+      }
+      const double us = static_cast<double>(e.ts - t0) / 1000.0;
+      const unsigned long long gid = static_cast<unsigned long long>(e.gid);
+      if (e.kind == TraceKind::g_start) {
+        start = &e;
+      } else if (e.kind == TraceKind::g_stop) {
+        if (start == nullptr) continue;  // its start was overwritten, or before the window
+        const double begin = static_cast<double>(start->ts - t0) / 1000.0;
+        for (int track = 1; track <= 2; ++track) {
+          int tid = track == 1 ? e.m : start->p;
+          if (tid < 0) continue;
+          std::fprintf(f,
+                       ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                       "\"name\":\"G%llu",
+                       track, tid, begin, us - begin, gid);
+          if (start->name[0]) {
+            std::fputc(' ', f);
+            write_json_chars(f, start->name);
+          }
+          std::fprintf(f, "\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}", stop_name(e.arg),
+                       wait_name(e.arg >> 8));
+        }
+        start = nullptr;
+      } else {
+        std::fprintf(f,
+                     ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"name\":"
+                     "\"%s\",\"args\":{\"g\":%llu,\"arg\":%llu,\"p\":%d",
+                     e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg),
+                     e.p);
+        if (e.name[0]) {
+          std::fprintf(f, ",\"gname\":\"");
+          write_json_chars(f, e.name);
+          std::fprintf(f, "\"");
+        }
+        std::fprintf(f, "}}");
+      }
+    }
+  }
+  std::fprintf(f, "\n]}\n");
+}
+
+}  // namespace
 
 void trace_shutdown() {
   std::lock_guard<std::mutex> guard(done_mu);
   trace_enabled.store(false, std::memory_order_relaxed);
   if (!path.empty()) {
     if (FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-      // Metadata: process 1 holds one track per M, process 2 one track per P.
-      std::fprintf(f,
-                   "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"Ms "
-                   "(threads)\"}},\n");
-      std::fprintf(f,
-                   "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"Ps "
-                   "(processors)\"}}");
-      for (int i = 0; i < sched.gomaxprocs; ++i)
-        std::fprintf(f,
-                     ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":%d,\"name\":\"thread_name\",\"args\":{"
-                     "\"name\":\"P%d\"}}",
-                     i, i);
-      const std::int64_t t0 = sched.start_time;
-      for (Ring* ring : done) {
-        std::uint64_t first = ring->next > kRingEvents ? ring->next - kRingEvents : 0;
-        bool named = false;
-        // A G's run is one complete ("X") slice on its M's track and its P's track,
-        // from its start to its stop event.
-        const Event* start = nullptr;
-        for (std::uint64_t i = first; i < ring->next; ++i) {
-          const Event& e = ring->events[i % kRingEvents];
-          if (!named) {
-            if (e.m >= 0)
-              std::fprintf(f,
-                           ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"name\":\"thread_name\","
-                           "\"args\":{\"name\":\"M%d\"}}",
-                           e.m, e.m);
-            else
-              std::fprintf(f,
-                           ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":-1,\"name\":\"thread_name\","
-                           "\"args\":{\"name\":\"sysmon\"}}");
-            named = true;
-          }
-          const double us = static_cast<double>(e.ts - t0) / 1000.0;
-          const unsigned long long gid = static_cast<unsigned long long>(e.gid);
-          if (e.kind == TraceKind::g_start) {
-            start = &e;
-          } else if (e.kind == TraceKind::g_stop) {
-            if (start == nullptr) continue;  // its start was overwritten
-            const double begin = static_cast<double>(start->ts - t0) / 1000.0;
-            for (int track = 1; track <= 2; ++track) {
-              int tid = track == 1 ? e.m : start->p;
-              if (tid < 0) continue;
-              std::fprintf(f,
-                           ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                           "\"name\":\"G%llu",
-                           track, tid, begin, us - begin, gid);
-              if (start->name[0]) {
-                std::fputc(' ', f);
-                write_json_chars(f, start->name);
-              }
-              std::fprintf(f, "\",\"args\":{\"stop\":\"%s\",\"wait\":\"%s\"}}", stop_name(e.arg),
-                           wait_name(e.arg >> 8));
-            }
-            start = nullptr;
-          } else {
-            std::fprintf(f,
-                         ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"name\":"
-                         "\"%s\",\"args\":{\"g\":%llu,\"arg\":%llu,\"p\":%d",
-                         e.m, us, kind_name(e.kind), gid, static_cast<unsigned long long>(e.arg),
-                         e.p);
-            if (e.name[0]) {
-              std::fprintf(f, ",\"gname\":\"");
-              write_json_chars(f, e.name);
-              std::fprintf(f, "\"");
-            }
-            std::fprintf(f, "}}");
-          }
-        }
-      }
-      std::fprintf(f, "\n]}\n");
+      write_trace(f, copy_rings(0), sched.start_time);
       std::fclose(f);
     } else {
       std::fprintf(stderr, "goro: cannot write the trace to %s\n", path.c_str());
@@ -219,6 +247,27 @@ void trace_shutdown() {
   }
   for (Ring* r : done) delete r;
   done.clear();
+  window_users = 0;
+}
+
+void trace_window_begin() {
+  std::lock_guard<std::mutex> guard(done_mu);
+  ++window_users;
+  trace_enabled.store(true, std::memory_order_relaxed);
+}
+
+std::string trace_window_end(std::int64_t from) {
+  std::lock_guard<std::mutex> guard(done_mu);
+  if (--window_users == 0 && path.empty()) trace_enabled.store(false, std::memory_order_relaxed);
+  char* buf = nullptr;
+  std::size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (f == nullptr) return {};
+  write_trace(f, copy_rings(from), from);
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  return out;
 }
 
 }  // namespace goro::detail

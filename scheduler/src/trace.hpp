@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace goro::detail {
 
@@ -38,5 +39,12 @@ inline void trace_event(TraceKind kind, std::uint64_t gid, std::uint64_t arg,
 void trace_init();         // reads GORO_TRACE
 void trace_flush_m(M* m);  // an M leaves: keep its buffer for the final write
 void trace_shutdown();     // writes the file, frees the buffers
+
+// A window of tracing while the program runs (goro::debug::trace_json): begin turns
+// tracing on (if GORO_TRACE has not); end turns it off again when no other window is
+// open, and returns the events recorded since `from` (nanotime) as the JSON the file
+// would hold.
+void trace_window_begin();
+std::string trace_window_end(std::int64_t from);
 
 }  // namespace goro::detail

@@ -51,6 +51,19 @@ TEST(DebugEndpoints, GoroutinesFullGroupedAndJson) {
   EXPECT_NE(index.body.find("goroutines"), std::string::npos);
 }
 
+TEST(DebugEndpoints, TraceForAWindow) {
+  Router r;
+  r.handle("/debug/goro/", debug::handler());
+  auto trace = record(r, new_request("GET", "/debug/goro/trace?seconds=0.05"));
+  ASSERT_EQ(trace.status, 200) << trace.body.substr(0, 300);
+  EXPECT_EQ(trace.header("content-type"), "application/json");
+  EXPECT_EQ(trace.body.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
+  for (const char* bad : {"0", "61", "x", "-1"}) {
+    auto r400 = record(r, new_request("GET", std::string("/debug/goro/trace?seconds=") + bad));
+    EXPECT_EQ(r400.status, 400) << bad;
+  }
+}
+
 TEST(DebugEndpoints, RefusesWhatItDoesNotServe) {
   Router r;
   r.handle("/debug/goro/", debug::handler());

@@ -204,6 +204,39 @@ TEST_P(Dump, DumpingWhileGoroutinesAreWokenLosesNothing) {
   });
 }
 
+// A trace window while goroutines ping-pong: the JSON has their run slices, and the
+// tracer is off again afterwards (a second window works the same).
+TEST_P(Dump, TraceWindowRecordsWhatRanMeanwhile) {
+  run([] {
+    std::atomic<bool> stop{false};
+    goro::Chan<int> ping, pong;
+    goro::WaitGroup wg;
+    wg.add(2);
+    goro::go(goro::GoOptions{.name = "pinger"}, [&] {
+      while (!stop.load()) {
+        ping.send(1);
+        pong.recv();
+      }
+      ping.close();
+      wg.done();
+    });
+    goro::go([&] {
+      while (ping.recv()) pong.send(1);
+      wg.done();
+    });
+    for (int round = 0; round < 2; ++round) {
+      const std::string json = goro::debug::trace_json(50ms);
+      EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u)
+          << json.substr(0, 200);
+      EXPECT_NE(json.find("\"ph\":\"X\""), std::string::npos) << "run slices";
+      EXPECT_NE(json.find(" pinger\""), std::string::npos) << "the goroutine's name";
+      EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
+    }
+    stop = true;
+    wg.wait();
+  });
+}
+
 TEST(DumpSigquit, PrintsTheDumpAndExitsWithCode2) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -8,6 +8,9 @@
 //                                        stacks with a count; ?format=json
 //   GET /debug/goro/sched                the scheduler: the GORO_SCHEDTRACE line, per-P
 //                                        counters, threads; ?format=json
+//   GET /debug/goro/trace?seconds=N      what the scheduler did for the next N seconds
+//                                        (default 1, at most 60), as Chrome trace-event
+//                                        JSON for ui.perfetto.dev
 //
 // Stacks and internals are not for the open Internet: mount these on a listener bound to
 // 127.0.0.1 or a private network, or behind authentication middleware.

@@ -18,6 +18,7 @@
 // does, unless the program asked for SIGQUIT with signal_notify.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -53,6 +54,14 @@ std::string goroutine_dump_json();
 
 // Writes goroutine_dump(2) to out.
 void dump(std::FILE* out);
+
+// Records what the scheduler does for `window` (goroutines starting and stopping on
+// each M and P, with why they stopped, readies, steals, blocking calls, hand-offs,
+// preemptions, netpoll batches) and returns it as Chrome trace-event JSON, which
+// ui.perfetto.dev opens: GORO_TRACE for a window, without a restart. Parks the calling
+// goroutine for the window. Tracing costs each switch a few events while it is on;
+// each thread that recorded keeps its 4 MiB buffer until goro::run returns.
+std::string trace_json(std::chrono::nanoseconds window);
 
 // The scheduler now: the GORO_SCHEDTRACE line ("SCHED 1234ms: gomaxprocs=4 idleprocs=3
 // threads=6 spinningthreads=0 idlethreads=3 runqueue=0 [0 0 0 0]"), then one line per P
