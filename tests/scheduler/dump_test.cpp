@@ -10,13 +10,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/cond.hpp>
 #include <goro/scheduler/detail/netpoll.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
 #include "sync_test_util.hpp"
@@ -133,6 +136,79 @@ TEST_P(Dump, ShowsWhatEachGoroutineWaitsOnWithItsStackAndCreator) {
     goro::detail::poll_close(pd);
     close(fds[0]);
     close(fds[1]);
+  });
+}
+
+// The other kinds of wait, each parked in a function of its own that the stack names.
+[[gnu::noinline]] void dump_test_select(goro::Chan<int> a, goro::Chan<int> b) {
+  goro::select(goro::recv_case(a), goro::recv_case(b));
+  asm volatile("" ::: "memory");
+}
+[[gnu::noinline]] void dump_test_send(goro::Chan<int> ch) {
+  ch.send(1);
+  asm volatile("" ::: "memory");
+}
+[[gnu::noinline]] void dump_test_waitgroup(goro::WaitGroup& wg) {
+  wg.wait();
+  asm volatile("" ::: "memory");
+}
+[[gnu::noinline]] void dump_test_cond(goro::Mutex& mu, goro::Cond& cond, bool& go_on) {
+  std::unique_lock lock(mu);
+  while (!go_on) cond.wait(lock);
+  asm volatile("" ::: "memory");
+}
+
+TEST_P(Dump, EveryKindOfWaitShowsItsStateAndItsFunction) {
+  run([] {
+    goro::Chan<int> a, b, unbuffered;
+    goro::WaitGroup never_done, finished;
+    never_done.add(1);
+    goro::Mutex mu;
+    goro::Cond cond;
+    bool go_on = false;
+    finished.add(4);
+    goro::go([&] {
+      dump_test_select(a, b);
+      finished.done();
+    });
+    goro::go([&] {
+      dump_test_send(unbuffered);
+      finished.done();
+    });
+    goro::go([&] {
+      dump_test_waitgroup(never_done);
+      finished.done();
+    });
+    goro::go([&] {
+      dump_test_cond(mu, cond, go_on);
+      finished.done();
+    });
+    goro::sleep(30ms);
+    auto all = goro::debug::goroutines();
+    struct Want {
+      const char* state;
+      const char* function;
+    };
+    for (Want want : {Want{"select", "dump_test_select"}, Want{"chan send", "dump_test_send"},
+                      Want{"sync.WaitGroup.Wait", "dump_test_waitgroup"},
+                      Want{"sync.Cond.Wait", "dump_test_cond"}}) {
+      const auto* g = find_state(all, want.state);
+      ASSERT_NE(g, nullptr) << want.state << "\n" << goro::debug::goroutine_dump();
+      EXPECT_GE(g->waiting_ns, 0);
+#if defined(__x86_64__)
+      EXPECT_TRUE(has_frame(*g, want.function)) << want.state << "\n"
+                                                << goro::debug::goroutine_dump();
+#endif
+    }
+    a.close();
+    unbuffered.recv();
+    never_done.done();
+    {
+      std::lock_guard lock(mu);
+      go_on = true;
+    }
+    cond.broadcast();
+    finished.wait();
   });
 }
 
