@@ -33,7 +33,9 @@
 
 #if defined(GORO_HAVE_LIBUNWIND) && defined(__x86_64__)
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <libunwind.h>
+#include <ucontext.h>
 #define GORO_DUMP_STACKS 1
 #endif
 
@@ -71,6 +73,38 @@ std::string demangle(const char* name) {
 }
 
 #if GORO_DUMP_STACKS
+// libunwind is loaded when the first dump needs it, with RTLD_LOCAL, never linked: a
+// linked libunwind.so would also provide the _Unwind_* entry points and take over C++
+// exception unwinding for the whole program. Without libunwind.so.8 installed, dumps
+// still list every goroutine, without stacks.
+struct Unwinder {
+  int (*init_local)(unw_cursor_t*, unw_context_t*) = nullptr;
+  int (*step)(unw_cursor_t*) = nullptr;
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*) = nullptr;
+  int (*get_proc_name)(unw_cursor_t*, char*, std::size_t, unw_word_t*) = nullptr;
+  bool ok = false;
+};
+
+const Unwinder& unwinder() {
+  static const Unwinder u = [] {
+    Unwinder w;
+    void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) h = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return w;
+    w.init_local = reinterpret_cast<decltype(w.init_local)>(dlsym(h, "_ULx86_64_init_local"));
+    w.step = reinterpret_cast<decltype(w.step)>(dlsym(h, "_ULx86_64_step"));
+    w.get_reg = reinterpret_cast<decltype(w.get_reg)>(dlsym(h, "_ULx86_64_get_reg"));
+    w.get_proc_name =
+        reinterpret_cast<decltype(w.get_proc_name)>(dlsym(h, "_ULx86_64_get_proc_name"));
+    w.ok = w.init_local && w.step && w.get_reg && w.get_proc_name;
+    return w;
+  }();
+  return u;
+}
+
+// One walk at a time: libunwind keeps process-wide state of its own.
+std::mutex unwind_mu;
+
 // Symbol names by address, shared by every dump (the symbol table lookup reads the ELF
 // file; a server's thousands of goroutines share a few dozen frames).
 std::mutex symbol_mu;
@@ -84,7 +118,7 @@ std::string symbolize(unw_cursor_t* cursor, std::uintptr_t pc) {
   char name[512];
   unw_word_t offset = 0;
   std::string text;
-  if (unw_get_proc_name(cursor, name, sizeof name, &offset) == 0) {
+  if (unwinder().get_proc_name(cursor, name, sizeof name, &offset) == 0) {
     char off[32];
     std::snprintf(off, sizeof off, "+0x%lx", static_cast<unsigned long>(offset));
     text = demangle(name) + off;
@@ -101,7 +135,7 @@ std::string symbolize(unw_cursor_t* cursor, std::uintptr_t pc) {
 // A context whose registers are those goro_switch saved at sp (switch_x86_64.S): below
 // the return address, rbp, rbx, r12-r15, then the MXCSR / x87 control word slot.
 void context_from_saved(unw_context_t* ctx, void* sp) {
-  unw_getcontext(ctx);
+  getcontext(ctx);  // unw_context_t is ucontext_t on x86-64
   auto* words = static_cast<std::uintptr_t*>(sp);
   greg_t* r = ctx->uc_mcontext.gregs;
   r[REG_R15] = static_cast<greg_t>(words[1]);
@@ -115,16 +149,22 @@ void context_from_saved(unw_context_t* ctx, void* sp) {
 }
 
 void read_stack(G* g, debug::Goroutine& out) {
+  const Unwinder& u = unwinder();
+  if (!u.ok) {
+    out.stack_note = "stack not read: libunwind.so.8 could not be loaded";
+    return;
+  }
+  std::lock_guard lock(unwind_mu);
   unw_context_t ctx;
   context_from_saved(&ctx, g->sp);
   unw_cursor_t cursor;
-  if (unw_init_local(&cursor, &ctx) != 0) {
+  if (u.init_local(&cursor, &ctx) != 0) {
     out.stack_note = "stack could not be read";
     return;
   }
   for (int depth = 0; depth < 64; ++depth) {
     unw_word_t ip = 0;
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    if (u.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
     // A return address points after its call: look its symbol up one byte back.
     const std::uintptr_t pc = depth == 0 ? ip : ip - 1;
     std::string frame = symbolize(&cursor, pc);
@@ -138,17 +178,19 @@ void read_stack(G* g, debug::Goroutine& out) {
       out.pcs.push_back(pc);
       out.frames.push_back(std::move(frame));
     }
-    if (unw_step(&cursor) <= 0) break;
+    if (u.step(&cursor) <= 0) break;
   }
 }
 
 std::string symbolize_pc(void* pc) {
-  if (pc == nullptr) return {};
+  const Unwinder& u = unwinder();
+  if (pc == nullptr || !u.ok) return {};
+  std::lock_guard lock(unwind_mu);
   unw_context_t ctx;
-  unw_getcontext(&ctx);
+  getcontext(&ctx);
   ctx.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(reinterpret_cast<std::uintptr_t>(pc) - 1);
   unw_cursor_t cursor;
-  if (unw_init_local(&cursor, &ctx) != 0) return {};
+  if (u.init_local(&cursor, &ctx) != 0) return {};
   std::string s = symbolize(&cursor, reinterpret_cast<std::uintptr_t>(pc) - 1);
   const std::size_t plus = s.rfind("+0x");
   return plus == std::string::npos ? s : s.substr(0, plus);
@@ -226,9 +268,12 @@ void append_json_string(std::string& out, std::string_view v) {
 }
 
 // SIGQUIT: the handler only writes to a pipe; a thread of its own prints the dump (it
-// needs locks and memory, and must work even when every P is stuck) and exits.
+// needs locks and memory, and must work even when every P is stuck) and exits. The
+// thread lives as long as the goro::run (none is left behind at the process's exit);
+// a 0 on the pipe tells it to end.
 int quit_pipe[2] = {-1, -1};
 std::once_flag quit_once;
+std::thread quit_watcher;  // while this run handles SIGQUIT
 
 void on_sigquit(int) {
   const int saved = errno;
@@ -239,9 +284,10 @@ void on_sigquit(int) {
 }
 
 void quit_thread() {
-  char b;
+  char b = 0;
   while (read(quit_pipe[0], &b, 1) < 0 && errno == EINTR) {
   }
+  if (b == 0) return;  // the run is over
   std::fputs("SIGQUIT: quit\n\n", stderr);
   if (sched.running.load(std::memory_order_acquire)) debug::dump(stderr);
   std::fflush(stderr);
@@ -252,22 +298,39 @@ void quit_thread() {
 
 void install_sigquit_dump() {
   std::call_once(quit_once, [] {
-    if (pipe2(quit_pipe, O_CLOEXEC) != 0) return;
-    // Only if nobody else handles SIGQUIT (a program's own handler, or an ignore).
-    struct sigaction old{};
-    if (sigaction(SIGQUIT, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
-    std::thread([] {
-      sigset_t all;
-      sigfillset(&all);
-      pthread_sigmask(SIG_BLOCK, &all, nullptr);
-      quit_thread();
-    }).detach();
-    struct sigaction sa{};
-    sa.sa_handler = on_sigquit;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGQUIT, &sa, nullptr);
+    if (pipe2(quit_pipe, O_CLOEXEC) != 0) quit_pipe[0] = quit_pipe[1] = -1;
   });
+  if (quit_pipe[0] < 0 || quit_watcher.joinable()) return;
+  // Only if nobody else handles SIGQUIT (a program's own handler, or an ignore).
+  struct sigaction old{};
+  if (sigaction(SIGQUIT, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
+  quit_watcher = std::thread([] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    quit_thread();
+  });
+  struct sigaction sa{};
+  sa.sa_handler = on_sigquit;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGQUIT, &sa, nullptr);
+}
+
+void uninstall_sigquit_dump() {
+  if (!quit_watcher.joinable()) return;
+  // Back to the default, unless the program put a handler of its own since.
+  struct sigaction now{};
+  if (sigaction(SIGQUIT, nullptr, &now) == 0 && now.sa_handler == on_sigquit) {
+    struct sigaction dfl{};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGQUIT, &dfl, nullptr);
+  }
+  const char stop = 0;
+  if (write(quit_pipe[1], &stop, 1) < 0) {
+  }
+  quit_watcher.join();
 }
 
 }  // namespace goro::detail

@@ -15,8 +15,9 @@ void gfput(P* pp, G* g);
 void for_each_g(void (*fn)(G* g, void* arg), void* arg);
 
 // Makes SIGQUIT print a goroutine dump and exit (dump.cpp), unless the program handles
-// or ignores SIGQUIT already. Once per process.
+// or ignores SIGQUIT already; uninstall at the end of the run puts the default back.
 void install_sigquit_dump();
+void uninstall_sigquit_dump();
 
 // Shutdown: releases the stack of every G ever created and empties the free lists.
 // Returns whether arenas must stay mapped (ASan builds keep abandoned goroutines'

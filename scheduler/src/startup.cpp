@@ -45,6 +45,7 @@ namespace {
 void runtime_exit(int code) {
   // No signal is sent to a channel from here on: its receivers are about to be abandoned.
   signal_notify_reset();
+  uninstall_sigquit_dump();
   RuntimeScope scope;
   sched.lock.lock();
   sched.exit_code = code;
