@@ -13,7 +13,7 @@
 # GoogleTest and OpenSSL are not installed for arm64, so the main CMake project (whose
 # goro_net requires OpenSSL) is not used. A small CMake project written into BUILD_DIR
 # builds the real goro_scheduler target (scheduler/CMakeLists.txt), goro_net's sources
-# without tls.cpp (the only file that uses OpenSSL), and the smoke program, all with
+# without tls*.cpp (the only files that use OpenSSL), and the smoke program, all with
 # the project's warnings-as-errors flags.
 #
 # Environment: GORO_JOBS (compile jobs, default 2), GORO_SMOKE_TIMEOUT (seconds per
@@ -67,7 +67,7 @@ find_package(Threads REQUIRED)
 add_subdirectory(${GORO_ROOT}/scheduler scheduler)
 
 file(GLOB net_sources ${GORO_ROOT}/net/src/*.cpp)
-list(REMOVE_ITEM net_sources ${GORO_ROOT}/net/src/tls.cpp)
+list(FILTER net_sources EXCLUDE REGEX "/tls[^/]*\\.cpp$")
 add_library(goro_net_without_tls STATIC ${net_sources})
 target_include_directories(goro_net_without_tls PUBLIC ${GORO_ROOT}/net/include)
 target_link_libraries(goro_net_without_tls PUBLIC goro_scheduler)
