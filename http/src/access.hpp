@@ -21,6 +21,9 @@ struct RequestAccess {
   // The same from parts, for tests and the client-free unit tests of the router.
   static bool prepare(Request& req, std::string_view method, std::string_view target,
                       std::span<const HeaderField> headers, BodySource* source);
+  static void set_pattern(Request& req, std::string_view pattern) { req.pattern_ = pattern; }
+  // Where req's body comes from (nullptr for a request no server made).
+  static BodySource* source(const Request& req) { return req.source_; }
   // Replaces where req's body comes from; returns the previous source.
   static BodySource* swap_source(Request& req, BodySource* source) {
     BodySource* old = req.source_;

@@ -22,7 +22,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <goro/scheduler/detail/introspect.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 namespace goro::http::metrics {
@@ -338,6 +337,9 @@ struct Registry::Impl {
   std::map<std::string, std::unique_ptr<FamilyState>, std::less<>> families;
   // Every name a family writes (its own, and a histogram's _bucket, _sum and _count).
   std::set<std::string, std::less<>> taken;
+  // Run at the start of each render, outside mu (under it only to copy the list): a
+  // collector that serves several families reads its source once here.
+  std::vector<std::function<void()>> before_render;
 
   FamilyState* add(std::string_view name, std::string_view help, Kind kind,
                    std::vector<std::string> label_names, std::vector<double> bounds,
@@ -560,11 +562,14 @@ void append_family(std::string& out, FamilyState& f) {
 
 std::string Registry::render() const {
   std::vector<FamilyState*> families;
+  std::vector<std::function<void()>> before;
   {
     std::lock_guard lock(impl_->mu);
     families.reserve(impl_->families.size());
     for (auto& [name, f] : impl_->families) families.push_back(f.get());
+    before = impl_->before_render;
   }
+  for (const auto& fn : before) fn();
   std::string out;
   for (FamilyState* f : families) append_family(out, *f);
   return out;
@@ -575,6 +580,7 @@ Registry& default_registry() {
     auto* r = new Registry;  // never destroyed: metrics may be touched during exit
     register_runtime_metrics(*r);
     register_process_metrics(*r);
+    register_server_metrics(*r);
     return r;
   }();
   return *registry;
@@ -591,19 +597,25 @@ std::function<std::optional<double>()> on_goroutine(F read) {
   };
 }
 
-struct ProcTotals {
-  std::uint64_t steals = 0;
-  std::uint64_t runs = 0;
-};
-
-ProcTotals proc_totals() {
-  ProcTotals t;
-  for (const goro::detail::ProcStats& p : goro::detail::proc_stats()) {
-    t.steals += p.steals;
-    t.runs += p.runs;
+// One goro::stats() serves every runtime metric of a render: taken before the render
+// (off a goroutine of the runtime, nothing is taken and the metrics are left out).
+class StatsSnapshot {
+ public:
+  void take() {
+    if (goro::goid() == 0) return;
+    goro::RuntimeStats s = goro::stats();
+    std::lock_guard lock(mu_);
+    stats_ = s;
   }
-  return t;
-}
+  goro::RuntimeStats get() {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+
+ private:
+  std::mutex mu_;  // held for a copy only
+  goro::RuntimeStats stats_;
+};
 
 }  // namespace
 
@@ -612,44 +624,55 @@ void register_runtime_metrics(Registry& registry) {
   auto add = [&r](std::string_view name, std::string_view help, Kind kind, auto read) {
     r.add(name, help, kind, {}, {}, on_goroutine(read));
   };
-  add("goro_goroutines", "Goroutines that exist now, the main one included.", Kind::gauge,
-      [] { return goro::num_goroutine(); });
-  add("goro_procs", "Ps (processors) the runtime runs goroutines on: GOMAXPROCS.", Kind::gauge,
-      [] { return goro::maxprocs(); });
-  add("goro_threads", "OS threads (Ms) the runtime has made, the monitor thread not included.",
-      Kind::gauge, [] { return goro::detail::thread_count(); });
-  add("goro_idle_threads", "OS threads parked idle.", Kind::gauge,
-      [] { return goro::detail::idle_threads(); });
-  add("goro_handoffs_total",
-      "Ps handed to another thread (blocking call retaken, preemption, blocking_long).",
-      Kind::counter, [] { return goro::detail::handoffs(); });
-  add("goro_preemptions_total", "Ps taken from a goroutine by the preemption signal.",
-      Kind::counter, [] { return goro::detail::preemptions(); });
-  add("goro_sysmon_wakeups_total", "Times the monitor thread woke up.", Kind::counter,
-      [] { return goro::detail::sysmon_wakeups(); });
-  add("goro_steals_total", "Successful steals of goroutines from another P's run queue.",
-      Kind::counter, [] { return proc_totals().steals; });
-  add("goro_goroutine_runs_total", "Goroutines run by a P (each time one is switched to).",
-      Kind::counter, [] { return proc_totals().runs; });
-  // By state: each reads goro::stats(), one pass over the goroutines.
-  add("goro_goroutines_running", "Goroutines on a thread now.", Kind::gauge,
-      [] { return goro::stats().running; });
-  add("goro_goroutines_runnable", "Goroutines queued to run.", Kind::gauge,
-      [] { return goro::stats().runnable; });
-  add("goro_goroutines_waiting", "Goroutines parked (channel, lock, sleep, network, ...).",
-      Kind::gauge, [] { return goro::stats().waiting; });
-  add("goro_goroutines_syscall", "Goroutines inside goro::blocking.", Kind::gauge,
-      [] { return goro::stats().syscall; });
-  add("goro_idle_procs", "Ps with nothing to run.", Kind::gauge,
-      [] { return goro::detail::idle_ps(); });
-  add("goro_spinning_threads", "Threads looking for work.", Kind::gauge,
-      [] { return goro::detail::spinning_ms(); });
-  add("goro_runqueue_global", "Goroutines in the global run queue.", Kind::gauge,
-      [] { return goro::detail::global_runq_size(); });
-  add("goro_runqueue_local", "Goroutines in the Ps' own run queues, all Ps.", Kind::gauge,
-      [] { return goro::stats().local_runqueues; });
-  add("goro_netpoll_waiters", "Goroutines parked on a socket.", Kind::gauge,
-      [] { return goro::stats().netpoll_waiters; });
+  auto snap = std::make_shared<StatsSnapshot>();
+  {
+    std::lock_guard lock(r.mu);
+    r.before_render.push_back([snap] { snap->take(); });
+  }
+  auto field = [&add, snap](std::string_view name, std::string_view help, Kind kind,
+                            auto member) {
+    add(name, help, kind, [snap, member] { return snap->get().*member; });
+  };
+  using S = goro::RuntimeStats;
+  field("goro_goroutines", "Goroutines that exist now, the main one included.", Kind::gauge,
+        &S::goroutines);
+  field("goro_goroutines_running", "Goroutines on a thread now.", Kind::gauge, &S::running);
+  field("goro_goroutines_runnable", "Goroutines queued to run.", Kind::gauge, &S::runnable);
+  field("goro_goroutines_waiting", "Goroutines parked (channel, lock, sleep, network, ...).",
+        Kind::gauge, &S::waiting);
+  field("goro_goroutines_syscall", "Goroutines inside goro::blocking.", Kind::gauge,
+        &S::syscall);
+  field("goro_procs", "Ps (processors) the runtime runs goroutines on: GOMAXPROCS.",
+        Kind::gauge, &S::procs);
+  field("goro_idle_procs", "Ps with nothing to run.", Kind::gauge, &S::idle_procs);
+  field("goro_threads", "OS threads (Ms) the runtime has made, the monitor thread not included.",
+        Kind::gauge, &S::threads);
+  field("goro_idle_threads", "OS threads parked idle.", Kind::gauge, &S::idle_threads);
+  field("goro_spinning_threads", "Threads looking for work.", Kind::gauge,
+        &S::spinning_threads);
+  field("goro_runqueue_global", "Goroutines in the global run queue.", Kind::gauge,
+        &S::global_runqueue);
+  field("goro_runqueue_local", "Goroutines in the Ps' own run queues, all Ps.", Kind::gauge,
+        &S::local_runqueues);
+  field("goro_netpoll_waiters", "Goroutines parked on a socket.", Kind::gauge,
+        &S::netpoll_waiters);
+  field("goro_handoffs_total",
+        "Ps handed to another thread (blocking call retaken, preemption, blocking_long).",
+        Kind::counter, &S::handoffs);
+  field("goro_preemptions_total", "Ps taken from a goroutine by the preemption signal.",
+        Kind::counter, &S::preemptions);
+  field("goro_sysmon_wakeups_total", "Times the monitor thread woke up.", Kind::counter,
+        &S::sysmon_wakeups);
+  field("goro_steals_total", "Successful steals of goroutines from another P's run queue.",
+        Kind::counter, &S::steals);
+  field("goro_goroutine_runs_total", "Goroutines run by a P (each time one is switched to).",
+        Kind::counter, &S::goroutine_runs);
+  field("goro_stack_reserved_bytes",
+        "Address space mapped for goroutine stacks, those kept for reuse included.",
+        Kind::gauge, &S::stack_reserved_bytes);
+  field("goro_stack_committed_bytes",
+        "Goroutine stack memory resident now (pages touched and not given back).",
+        Kind::gauge, &S::stack_committed_bytes);
 }
 
 namespace {
@@ -761,6 +784,23 @@ void register_process_metrics(Registry& registry) {
         });
   r.add("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
         Kind::gauge, {}, {}, start_time_seconds);
+}
+
+void register_server_metrics(Registry& registry) {
+  Registry::Impl& r = Access::impl(registry);
+  auto add = [&r](std::string_view name, std::string_view help, Kind kind, auto member) {
+    r.add(name, help, kind, {}, {}, [member]() -> std::optional<double> {
+      return static_cast<double>(server_stats().*member);
+    });
+  };
+  add("http_server_connections", "HTTP connections open now.", Kind::gauge,
+      &ServerStats::connections_open);
+  add("http_server_connections_total", "HTTP connections accepted.", Kind::counter,
+      &ServerStats::connections_total);
+  add("http_server_received_bytes_total", "Bytes read from HTTP clients, heads and bodies.",
+      Kind::counter, &ServerStats::bytes_received);
+  add("http_server_sent_bytes_total", "Bytes written to HTTP clients, heads and bodies.",
+      Kind::counter, &ServerStats::bytes_sent);
 }
 
 }  // namespace goro::http::metrics

@@ -20,8 +20,6 @@ constexpr std::array<std::string_view, 9> standard_methods = {
     "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
 constexpr std::size_t other_method = standard_methods.size();
 constexpr std::size_t method_slots = standard_methods.size() + 1;
-constexpr int first_cached_code = 100;
-constexpr int cached_codes = 500;  // 100..599; others go through with_labels
 
 std::size_t method_index(std::string_view method) {
   for (std::size_t i = 0; i < standard_methods.size(); ++i) {
@@ -55,11 +53,9 @@ struct Instruments {
   Gauge& in_flight;
   std::array<std::atomic<Histogram*>, method_slots> duration_by_method{};
   std::array<std::atomic<Histogram*>, method_slots> size_by_method{};
-  // [method * cached_codes + code - first_cached_code]
-  std::unique_ptr<std::atomic<Counter*>[]> requests_by_method_code =
-      std::make_unique<std::atomic<Counter*>[]>(method_slots * cached_codes);
 
-  void record(std::size_t method, int code, std::chrono::nanoseconds elapsed, std::uint64_t bytes) {
+  void record(std::size_t method, std::string_view route, int code,
+              std::chrono::nanoseconds elapsed, std::uint64_t bytes) {
     const std::string_view m = method_label(method);
     cached(duration_by_method[method], duration, {m}).observe(elapsed);
     cached(size_by_method[method], size, {m}).observe(static_cast<double>(bytes));
@@ -69,14 +65,7 @@ struct Instruments {
       std::snprintf(digits, sizeof digits, "%d", code);
       c = std::string_view(digits, 3);
     }
-    if (code >= first_cached_code && code < first_cached_code + cached_codes) {
-      cached(requests_by_method_code[method * cached_codes +
-                                     static_cast<std::size_t>(code - first_cached_code)],
-             requests, {m, c})
-          .inc();
-    } else {
-      requests.with_labels({m, c}).inc();
-    }
+    requests.with_labels({m, route.empty() ? std::string_view("none") : route, c}).inc();
   }
 };
 
@@ -85,8 +74,9 @@ struct Instruments {
 Middleware instrument(InstrumentOptions options) {
   Registry& r = options.registry != nullptr ? *options.registry : default_registry();
   auto in = std::shared_ptr<Instruments>(new Instruments{
-      r.counter_family("http_requests_total", "HTTP requests answered, by method and status code.",
-                       {"method", "code"}),
+      r.counter_family("http_requests_total",
+                       "HTTP requests answered, by method, route pattern and status code.",
+                       {"method", "route", "code"}),
       r.histogram_family("http_request_duration_seconds",
                          "Time spent handling HTTP requests, in seconds.", {"method"},
                          std::move(options.duration_buckets)),
@@ -104,12 +94,13 @@ Middleware instrument(InstrumentOptions options) {
       } catch (...) {
         in->in_flight.dec();
         // Unanswered, the server answers 500; answered, the response is cut as it was.
-        in->record(method, w.headers_sent() ? w.status() : status::internal_server_error,
+        in->record(method, req.pattern(),
+                   w.headers_sent() ? w.status() : status::internal_server_error,
                    std::chrono::steady_clock::now() - start, w.bytes_written());
         throw;
       }
       in->in_flight.dec();
-      in->record(method, w.status(), std::chrono::steady_clock::now() - start, w.bytes_written());
+      in->record(method, req.pattern(), w.status(), std::chrono::steady_clock::now() - start, w.bytes_written());
     };
   };
 }

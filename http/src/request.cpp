@@ -84,6 +84,7 @@ bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::stri
   req.remote_addr_ = remote_addr;
   req.source_ = source;
   req.path_value_count_ = 0;
+  req.pattern_ = {};
   if (req.ctx_ready_) {
     req.ctx_ = Context();
     req.ctx_ready_ = false;
@@ -102,6 +103,7 @@ bool RequestAccess::prepare(Request& req, std::string_view method, std::string_v
   req.remote_addr_ = {};
   req.source_ = source;
   req.path_value_count_ = 0;
+  req.pattern_ = {};
   if (req.ctx_ready_) {
     req.ctx_ = Context();
     req.ctx_ready_ = false;

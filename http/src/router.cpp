@@ -285,6 +285,7 @@ void Router::operator()(Request& req, ResponseWriter& w) const {
     path_matched = true;
     if (!method_matches(r, req.method())) continue;
     set_path_values(req, captures, r.wildcards);
+    detail::RequestAccess::set_pattern(req, r.pattern);
     r.handler(req, w);
     return;
   }

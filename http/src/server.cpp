@@ -93,6 +93,22 @@ net::Deadline deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
 }
 
+// server_stats()'s counters, in shards so that connections on different cores do not
+// write one cache line: a thread takes a shard on first use, round robin. Relaxed: each
+// is a statistic, ordered with nothing else.
+struct alignas(64) StatsShard {
+  std::atomic<std::uint64_t> opened{0}, closed{0}, bytes_in{0}, bytes_out{0};
+};
+constexpr unsigned kStatsShards = 16;
+StatsShard stats_shards[kStatsShards];
+std::atomic<unsigned> next_stats_shard{0};
+
+StatsShard& stats_shard() {
+  thread_local StatsShard* shard =
+      &stats_shards[next_stats_shard.fetch_add(1, std::memory_order_relaxed) % kStatsShards];
+  return *shard;
+}
+
 }  // namespace
 
 class ServerConn final : public BodySource, public ResponseSink {
@@ -106,6 +122,7 @@ class ServerConn final : public BodySource, public ResponseSink {
                 server_->options.read_buffer_size) {
     std::lock_guard lock(server_->mu);
     server_->conns.insert(this);
+    stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
   }
 
   ~ServerConn() {
@@ -120,6 +137,8 @@ class ServerConn final : public BodySource, public ResponseSink {
       }
     }
     stream_->close();
+    publish_bytes();
+    stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
   }
 
   void serve();
@@ -150,6 +169,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   // The stream's hang-up hook: cancels the current request's context.
   static void hung_up(void* self);
   void end_request_context();
+  void publish_bytes();
   std::error_code write_out(const iovec* iov, int count) override;
   bool reusable() override;
 
@@ -176,6 +196,9 @@ class ServerConn final : public BodySource, public ResponseSink {
   std::atomic<bool> reads_interrupted_{false};  // interrupt_reads set a deadline of its own
   bool peer_gone_ = false;
   std::error_code body_error_;
+  // Bytes read and written since they were last added to server_stats().
+  std::uint64_t bytes_in_ = 0;
+  std::uint64_t bytes_out_ = 0;
 
   // The current request's context, made on the handler's first Request::context().
   std::mutex ctx_mu_;         // guards request_cancel_ and hung_up_ (the hook takes it)
@@ -197,6 +220,7 @@ void ServerConn::serve() {
   for (;;) {
     if (!read_head(first)) return;
     serve_request();
+    publish_bytes();
     if (!keep_going_) return;
     parser_.next_message();
     first = false;
@@ -235,6 +259,7 @@ bool ServerConn::read_head(bool first) {
     }
     if (*n == 0) return false;
     parser_.commit(*n);
+    bytes_in_ += *n;
     if (waiting_idle) {
       // The first byte of a request: from now on the head has read_header_timeout. A
       // shutdown that began meanwhile found this connection idle and closed it: its
@@ -372,6 +397,7 @@ void ServerConn::respond_error(int status, std::string_view message, bool head_k
                                              ? server_->options.write_timeout
                                              : std::chrono::nanoseconds(kErrorWriteTimeout)));
   Result<std::size_t> n = stream_->write(scratch_.data(), scratch_.size());
+  if (n) bytes_out_ += *n;
   if (n) linger_close();
 }
 
@@ -397,6 +423,7 @@ void ServerConn::linger_close() {
       Result<std::size_t> n = stream_->read(sink, sizeof sink);
       if (!n || *n == 0) break;
       total += *n;
+      bytes_in_ += *n;
     }
   }
   stream_->close();
@@ -417,6 +444,7 @@ bool ServerConn::drain() {
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n || *n == 0) return false;
     parser_.commit(*n);
+    bytes_in_ += *n;
   }
 }
 
@@ -491,6 +519,7 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
       return body_error_;
     }
     parser_.commit(*n);
+    bytes_in_ += *n;
   }
 }
 
@@ -558,6 +587,14 @@ void ServerConn::end_request_context() {
   cancel();
 }
 
+void ServerConn::publish_bytes() {
+  if (bytes_in_ == 0 && bytes_out_ == 0) return;
+  StatsShard& shard = stats_shard();
+  shard.bytes_in.fetch_add(bytes_in_, std::memory_order_relaxed);
+  shard.bytes_out.fetch_add(bytes_out_, std::memory_order_relaxed);
+  bytes_in_ = bytes_out_ = 0;
+}
+
 bool ServerConn::client_gone() {
   if (!peer_gone_ && stream_->peer_closed()) peer_gone_ = true;
   return peer_gone_;
@@ -587,8 +624,12 @@ std::error_code ServerConn::write_out(const iovec* iov, int count) {
     }
     if (n && count > 0) n = stream_->writev(iov, count);
   }
+  const std::size_t batched = out_.size();
   out_.clear();
-  if (n) return {};
+  if (n) {
+    bytes_out_ += batched + bytes;
+    return {};
+  }
   close_after_ = true;
   std::error_code ec = n.error();
   if (ec == std::errc::broken_pipe || ec == std::errc::connection_reset) peer_gone_ = true;
@@ -698,6 +739,19 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
   if (impl_->conns.empty()) return {};
   for (detail::ServerConn* c : impl_->conns) c->close_stream();
   return errc::shutdown_timeout;
+}
+
+ServerStats server_stats() {
+  ServerStats s;
+  std::uint64_t closed = 0;
+  for (const detail::StatsShard& shard : detail::stats_shards) {
+    s.connections_total += shard.opened.load(std::memory_order_relaxed);
+    closed += shard.closed.load(std::memory_order_relaxed);
+    s.bytes_received += shard.bytes_in.load(std::memory_order_relaxed);
+    s.bytes_sent += shard.bytes_out.load(std::memory_order_relaxed);
+  }
+  s.connections_open = s.connections_total > closed ? s.connections_total - closed : 0;
+  return s;
 }
 
 Context shutdown_context(Request& req) {

@@ -5,12 +5,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
+
+#include <sys/mman.h>
 
 #include <goro/scheduler/runtime.hpp>
 
 #include "goroutine.hpp"
 #include "netpoll.hpp"
 #include "sched.hpp"
+#include "stack.hpp"
 
 namespace goro::detail {
 
@@ -59,8 +64,16 @@ std::uint64_t handoffs() { return sched.handoffs.load(std::memory_order_relaxed)
 std::uint64_t preemptions() { return sched.preemptions.load(std::memory_order_relaxed); }
 
 namespace {
+
+struct StatsPass {
+  RuntimeStats* stats;
+  std::vector<std::pair<char*, std::size_t>>* stacks;
+};
+
 void count_state(G* g, void* arg) {
-  auto* s = static_cast<RuntimeStats*>(arg);
+  auto* pass = static_cast<StatsPass*>(arg);
+  RuntimeStats* s = pass->stats;
+  if (g->stack.lo != nullptr) pass->stacks->emplace_back(g->stack.lo, g->stack.size());
   switch (g->status.load(std::memory_order_relaxed)) {
     case GStatus::running: s->running++; break;
     case GStatus::runnable: s->runnable++; break;
@@ -91,7 +104,19 @@ RuntimeStats stats() {
   using namespace goro::detail;
   RuntimeStats s;
   if (!sched.running.load(std::memory_order_acquire)) return s;
-  for_each_g(count_state, &s);
+  std::vector<std::pair<char*, std::size_t>> stacks;
+  StatsPass pass{&s, &stacks};
+  for_each_g(count_state, &pass);
+  // Outside the goroutine list's lock: a stack unmapped meanwhile fails with ENOMEM and
+  // counts as not resident.
+  const std::size_t page = page_size();
+  std::vector<unsigned char> resident;
+  for (auto [lo, size] : stacks) {
+    s.stack_reserved_bytes += size;
+    resident.resize((size + page - 1) / page);
+    if (mincore(lo, size, resident.data()) != 0) continue;
+    for (unsigned char r : resident) s.stack_committed_bytes += (r & 1) * page;
+  }
   s.goroutines = s.running + s.runnable + s.waiting + s.syscall;
   s.procs = sched.gomaxprocs;
   s.idle_procs = idle_ps();

@@ -27,6 +27,7 @@
 #include <goro/http/metrics.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/router.hpp>
+#include <goro/net/dial.hpp>
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
@@ -228,7 +229,7 @@ TEST_P(MetricsOnPs, ConcurrentUpdatesSumExactly) {
 INSTANTIATE_TEST_SUITE_P(Ps, MetricsOnPs, ::testing::Values(1, 2, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "Ps"; });
 
-TEST(MetricsInstrument, CountsByMethodAndCodeAndInFlightReturnsToZero) {
+TEST(MetricsInstrument, CountsByMethodRouteAndCodeAndInFlightReturnsToZero) {
   Registry reg;
   Router r;
   double in_flight_inside = -1;
@@ -256,13 +257,13 @@ TEST(MetricsInstrument, CountsByMethodAndCodeAndInFlightReturnsToZero) {
   });
   EXPECT_EQ(in_flight_inside, 1);
   const std::string text = reg.render();
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",code="200"})"), 2) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="HEAD",code="200"})"), 1) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="POST",code="201"})"), 1) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",code="404"})"), 1) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="DELETE",code="405"})"), 1) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="other",code="204"})"), 1) << text;
-  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",code="500"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",route="GET /ok",code="200"})"), 2) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="HEAD",route="GET /ok",code="200"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="POST",route="POST /items",code="201"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",route="none",code="404"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="DELETE",route="none",code="405"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="other",route="/any",code="204"})"), 1) << text;
+  EXPECT_EQ(sample(text, R"(http_requests_total{method="GET",route="GET /boom",code="500"})"), 1) << text;
   EXPECT_EQ(text.find("PROPFIND"), std::string::npos) << "unknown methods are \"other\"";
   EXPECT_EQ(sample(text, "http_requests_in_flight"), 0) << text;
   EXPECT_EQ(sample(text, R"(http_request_duration_seconds_count{method="GET"})"), 4) << text;
@@ -313,7 +314,8 @@ TEST(MetricsInstrument, InFlightFollowsParkedRequestsOverSockets) {
     EXPECT_EQ(in_flight.value(), 0);
     srv->close();
   });
-  EXPECT_EQ(sample(reg.render(), R"(http_requests_total{method="GET",code="200"})"), clients);
+  EXPECT_EQ(sample(reg.render(), R"(http_requests_total{method="GET",route="none",code="200"})"),
+            clients);
 }
 
 TEST(MetricsHandler, ServesTheTextFormatToGetAndHeadOnly) {
@@ -373,6 +375,13 @@ TEST(MetricsRuntime, GoroutineGaugeFollowsGoroutines) {
     EXPECT_GE(sample(text, "goro_goroutines").value_or(0), 2) << "main and the connection's";
     EXPECT_GE(sample(text, "goro_threads").value_or(0), 1) << text;
     EXPECT_GE(sample(text, "goro_goroutine_runs_total").value_or(0), extra) << text;
+    // Every goroutine's stack is mapped; at least the pages this one and the connection's
+    // touched are resident.
+    EXPECT_GE(sample(text, "goro_stack_reserved_bytes").value_or(0), 2 * 64 * 1024) << text;
+    EXPECT_GE(sample(text, "goro_stack_committed_bytes").value_or(0), 2 * 4096) << text;
+    EXPECT_LT(sample(text, "goro_stack_committed_bytes").value_or(0),
+              sample(text, "goro_stack_reserved_bytes").value_or(0))
+        << text;
     for (const char* name : {"goro_idle_threads", "goro_handoffs_total", "goro_preemptions_total",
                              "goro_sysmon_wakeups_total", "goro_steals_total"}) {
       EXPECT_GE(sample(text, name).value_or(-1), 0) << name << " in " << text;
@@ -391,6 +400,47 @@ TEST(MetricsRuntime, GoroutineGaugeFollowsGoroutines) {
   const std::string outside = metrics::default_registry().render();
   EXPECT_EQ(outside.find("goro_"), std::string::npos) << outside;
   EXPECT_NE(outside.find("\nprocess_open_fds "), std::string::npos) << outside;
+}
+
+// http_server_*: a connection counts as open from accept to close, and every byte of a
+// request and its response is counted once the request ends.
+TEST(MetricsServer, ConnectionsAndBytesFollowTheTraffic) {
+  on_runtime(2, [&] {
+    auto srv = ht::Server::start([](Request&, ResponseWriter& w) { w.text("hello"); });
+    ASSERT_TRUE(srv) << srv.error().message();
+    const ServerStats before = server_stats();
+    auto conn = net::dial("tcp", srv->addr().to_string());
+    ASSERT_TRUE(conn) << conn.error().message();
+    const std::string request = "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+    ASSERT_TRUE(conn->write(request.data(), request.size()));
+    std::string response;
+    char buf[512];
+    while (response.find("hello") == std::string::npos) {
+      auto n = conn->read(buf, sizeof buf);
+      ASSERT_TRUE(n && *n > 0);
+      response.append(buf, *n);
+    }
+    ServerStats during = server_stats();
+    EXPECT_EQ(during.connections_open, before.connections_open + 1);
+    EXPECT_EQ(during.connections_total, before.connections_total + 1);
+    EXPECT_EQ(during.bytes_received - before.bytes_received, request.size());
+    EXPECT_EQ(during.bytes_sent - before.bytes_sent, response.size());
+    const std::string text = metrics::default_registry().render();
+    EXPECT_EQ(sample(text, "http_server_connections"),
+              static_cast<double>(during.connections_open))
+        << text;
+    EXPECT_GE(sample(text, "http_server_sent_bytes_total").value_or(0),
+              static_cast<double>(response.size()))
+        << text;
+    conn->close();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (server_stats().connections_open != before.connections_open &&
+           std::chrono::steady_clock::now() < deadline) {
+      goro::sleep(1ms);
+    }
+    EXPECT_EQ(server_stats().connections_open, before.connections_open);
+    srv->close();
+  });
 }
 
 // promtool (Debian's prometheus package) parses and lints what we render: the default
@@ -415,7 +465,7 @@ TEST(MetricsPromtool, AcceptsTheRenderedText) {
     text += reg.render();
   });
   ASSERT_NE(text.find("\ngoro_goroutines "), std::string::npos) << text;
-  ASSERT_TRUE(sample(text, R"(http_requests_total{method="other",code="200"})")) << text;
+  ASSERT_TRUE(sample(text, R"(http_requests_total{method="other",route="none",code="200"})")) << text;
 
   char out_path[] = "/tmp/goro-metrics-promtool.XXXXXX";
   const int out_fd = ::mkstemp(out_path);

@@ -150,6 +150,39 @@ TEST_P(Scheduler, StatsCountGoroutinesByState) {
   EXPECT_EQ(goro::stats().goroutines, 0) << "all zero once run returned";
 }
 
+// Goroutines that touch 32 KiB of their stacks and park: the committed stack memory
+// grows by at least that much each, and the reserved by a stack each.
+TEST_P(Scheduler, StatsCountStackMemory) {
+  constexpr int kGoroutines = 64;
+  constexpr std::size_t kTouched = 32 * 1024;
+  goro::run(
+      [] {
+        const goro::RuntimeStats before = goro::stats();
+        goro::Chan<int> release;
+        goro::WaitGroup parked, done;
+        for (int i = 0; i < kGoroutines; ++i) {
+          parked.add(1);
+          done.add(1);
+          goro::go([release, &parked, &done] {
+            volatile char frame[kTouched];
+            for (std::size_t at = 0; at < kTouched; at += 512) frame[at] = 1;
+            parked.done();
+            release.recv();
+            done.done();
+            (void)frame[0];
+          });
+        }
+        parked.wait();
+        const goro::RuntimeStats s = goro::stats();
+        EXPECT_GE(s.stack_committed_bytes, before.stack_committed_bytes + kGoroutines * kTouched);
+        EXPECT_GE(s.stack_reserved_bytes, before.stack_reserved_bytes + kGoroutines * kTouched);
+        EXPECT_LE(s.stack_committed_bytes, s.stack_reserved_bytes);
+        release.close();
+        done.wait();
+      },
+      goro::Config{.maxprocs = GetParam()});
+}
+
 TEST_P(Scheduler, RunsAgainInTheSameProcess) {
   for (int round = 0; round < 4; ++round) {
     std::atomic<int> sum{0};

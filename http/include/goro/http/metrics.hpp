@@ -206,16 +206,20 @@ class Registry {
   std::unique_ptr<Impl> impl_;
 };
 
-// The process-wide registry, made on first use with the runtime and process metrics
-// (register_runtime_metrics, register_process_metrics) already in it.
+// The process-wide registry, made on first use with the runtime, process and server
+// metrics (register_runtime_metrics, register_process_metrics, register_server_metrics)
+// already in it.
 Registry& default_registry();
 
-// The runtime's numbers, read at each render: goro_goroutines, goro_procs, goro_threads,
-// goro_idle_threads, goro_handoffs_total, goro_preemptions_total,
-// goro_sysmon_wakeups_total, goro_steals_total, goro_goroutine_runs_total. They describe
-// the goro::run in progress, and are left out of a render that does not run on one of
-// its goroutines (no runtime may be running then). The counters restart with each
-// goro::run.
+// The runtime's numbers (goro::stats()), read at each render: goro_goroutines and
+// goro_goroutines_{running,runnable,waiting,syscall}, goro_procs, goro_idle_procs,
+// goro_threads, goro_idle_threads, goro_spinning_threads, goro_runqueue_global,
+// goro_runqueue_local, goro_netpoll_waiters, goro_stack_reserved_bytes,
+// goro_stack_committed_bytes, goro_handoffs_total, goro_preemptions_total,
+// goro_sysmon_wakeups_total, goro_steals_total, goro_goroutine_runs_total. One
+// goro::stats(), taken as the render starts, serves them all. They describe the
+// goro::run in progress, and are left out of a render that does not run on one of its
+// goroutines (no runtime may be running then). The counters restart with each goro::run.
 void register_runtime_metrics(Registry& registry);
 
 // The process's numbers, as Go's process collector names them, read from /proc/self
@@ -223,6 +227,12 @@ void register_runtime_metrics(Registry& registry);
 // process_resident_memory_bytes, process_virtual_memory_bytes, process_open_fds,
 // process_max_fds, process_start_time_seconds.
 void register_process_metrics(Registry& registry);
+
+// Every http::Server's numbers (http::server_stats()): http_server_connections (open
+// now), http_server_connections_total, http_server_received_bytes_total,
+// http_server_sent_bytes_total. Bytes are added as each request ends, and as each
+// connection closes.
+void register_server_metrics(Registry& registry);
 
 // What instrument() records, and where.
 struct InstrumentOptions {
@@ -236,11 +246,12 @@ struct InstrumentOptions {
 };
 
 // Counts and times every request that passes through it:
-//   http_requests_total{method,code}           counter, after the handler returns
+//   http_requests_total{method,route,code}     counter, after the handler returns
 //   http_request_duration_seconds{method}      histogram, time in the handlers inside it
 //   http_requests_in_flight                    gauge, requests inside it now
 //   http_response_size_bytes{method}           histogram, body bytes written
 // method is one of GET HEAD POST PUT DELETE CONNECT OPTIONS TRACE PATCH, else "other";
+// route is the Router's pattern that matched (Request::pattern()), "none" when none did;
 // code is the status as three digits ("other" outside 100..999), 500 for a handler that
 // threw before answering (the server answers 500; the exception goes on). Those bounds
 // keep the number of series small whatever clients send. Instrumenting twice into one

@@ -89,6 +89,12 @@ class Request {
   // Sets a path value (the router does; middleware may).
   void set_path_value(std::string_view name, std::string_view value);
 
+  // The pattern of the route the Router matched ("GET /users/{id}"), as written when it
+  // was registered; empty before a router matched one (and for its 404 and 405). Go's
+  // Request.Pattern. The innermost router's, when routers are nested. It points into the
+  // router, which must outlive its use.
+  std::string_view pattern() const noexcept { return pattern_; }
+
   // Whether the client is known to have gone: it closed its end of the connection or
   // the connection failed (the connection's net::Stream::peer_closed(), a poll of the
   // socket that does not wait), or a body read or response write found it closed. A cheap
@@ -115,7 +121,7 @@ class Request {
  private:
   friend struct detail::RequestAccess;
 
-  std::string_view method_, target_, path_, raw_path_, raw_query_, remote_addr_;
+  std::string_view method_, target_, path_, raw_path_, raw_query_, remote_addr_, pattern_;
   std::span<const HeaderField> headers_;
   int version_major_ = 1, version_minor_ = 1;
   std::int64_t content_length_ = 0;

@@ -136,6 +136,16 @@ class Server {
   std::shared_ptr<Impl> impl_;
 };
 
+// What every Server of the process has done since it started (the numbers /metrics
+// exports as http_server_*). Each is a sum over per-thread shards, read on its own.
+struct ServerStats {
+  std::uint64_t connections_open = 0;   // accepted (or passed to serve_conn), not yet closed
+  std::uint64_t connections_total = 0;  // accepted, ever
+  std::uint64_t bytes_received = 0;     // read from clients: heads and bodies
+  std::uint64_t bytes_sent = 0;         // written to clients: heads and bodies
+};
+ServerStats server_stats();
+
 // The shutdown_context() of the server that serves req; background() for a request
 // that no Server made.
 Context shutdown_context(Request& req);
