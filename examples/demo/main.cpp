@@ -16,8 +16,9 @@
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
-//   GET  /metrics        Prometheus metrics: the runtime and the process; with --debug
-//                        also every request's method, status, duration and size
+//   GET  /metrics        Prometheus metrics: the runtime, the process, the server's
+//                        connections and bytes, and every request's method, route,
+//                        status, duration and size (instrument())
 //   GET  /debug/goro/... goroutine dumps and scheduler state, with --debug only (stacks
 //                        are not for the open Internet: bind --addr to 127.0.0.1, or
 //                        publish the port on a private network only)
@@ -189,11 +190,10 @@ int main(int argc, char** argv) {
   RequestCounts counts;
   const int code = app.run([&] {
     http::Handler routes = make_router(root, debug);
-    // With --debug, every request is also counted and timed for /metrics (the middleware
-    // goes first, so it sees what recover answers).
-    return debug ? http::chain(routes, {http::metrics::instrument(), count_requests(counts),
-                                        http::recover()})
-                 : http::chain(routes, {count_requests(counts), http::recover()});
+    // Every request is counted and timed for /metrics (the middleware goes first, so it
+    // sees what recover answers).
+    return http::chain(routes,
+                       {http::metrics::instrument(), count_requests(counts), http::recover()});
   });
   if (code == 0) {
     std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",

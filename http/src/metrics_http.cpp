@@ -46,8 +46,79 @@ Metric& cached(std::atomic<Metric*>& slot, Family<Metric> family,
   return *m;
 }
 
+// http_requests_total's children by (route, method, code), found once each and kept in
+// an open-addressed table that only grows: a slot, once published, never changes, so a
+// lookup is a hash and a few acquire loads. A full table sends the rest to with_labels().
+class RequestCounters {
+ public:
+  explicit RequestCounters(Family<Counter> family) : family_(family) {}
+  RequestCounters(const RequestCounters&) = delete;
+  RequestCounters& operator=(const RequestCounters&) = delete;
+  ~RequestCounters() {
+    for (auto& slot : slots_) delete slot.load(std::memory_order_relaxed);
+  }
+
+  Counter& get(std::string_view route, std::size_t method, int code) {
+    const std::uint64_t h = hash(route, method, code);
+    for (std::size_t probe = 0; probe < kProbes; ++probe) {
+      std::atomic<Entry*>& slot = slots_[(h + probe) & (kSlots - 1)];
+      Entry* e = slot.load(std::memory_order_acquire);
+      if (e == nullptr) {
+        Labels l;
+        auto made = std::make_unique<Entry>(
+            Entry{std::string(route), method, code, &family_.with_labels(labels(route, method, code, l))});
+        if (slot.compare_exchange_strong(e, made.get(), std::memory_order_acq_rel)) {
+          return *made.release()->counter;
+        }
+        // Another thread filled the slot first: e is its entry.
+      }
+      if (e->method == method && e->code == code && e->route == route) return *e->counter;
+    }
+    Labels l;
+    return family_.with_labels(labels(route, method, code, l));
+  }
+
+ private:
+  struct Entry {
+    std::string route;
+    std::size_t method;
+    int code;
+    Counter* counter;
+  };
+  struct Labels {
+    std::array<std::string_view, 3> values;
+    char digits[4] = {};
+  };
+  static constexpr std::size_t kSlots = 1024;
+  static constexpr std::size_t kProbes = 16;
+
+  static std::uint64_t hash(std::string_view route, std::size_t method, int code) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (char c : route) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ method) * 1099511628211ull;
+    h = (h ^ static_cast<std::uint64_t>(code)) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+
+  // The label values; the code's digits live in out.
+  static std::span<const std::string_view> labels(std::string_view route, std::size_t method,
+                                                  int code, Labels& out) {
+    std::string_view c = "other";
+    if (code >= 100 && code <= 999) {
+      out.digits[0] = static_cast<char>('0' + code / 100);
+      out.digits[1] = static_cast<char>('0' + code / 10 % 10);
+      out.digits[2] = static_cast<char>('0' + code % 10);
+      c = std::string_view(out.digits, 3);
+    }
+    out.values = {method_label(method), route.empty() ? std::string_view("none") : route, c};
+    return out.values;
+  }
+  Family<Counter> family_;
+  std::array<std::atomic<Entry*>, kSlots> slots_{};
+};
+
 struct Instruments {
-  Family<Counter> requests;
+  RequestCounters requests;
   Family<Histogram> duration;
   Family<Histogram> size;
   Gauge& in_flight;
@@ -59,13 +130,7 @@ struct Instruments {
     const std::string_view m = method_label(method);
     cached(duration_by_method[method], duration, {m}).observe(elapsed);
     cached(size_by_method[method], size, {m}).observe(static_cast<double>(bytes));
-    char digits[4] = {};
-    std::string_view c = "other";
-    if (code >= 100 && code <= 999) {
-      std::snprintf(digits, sizeof digits, "%d", code);
-      c = std::string_view(digits, 3);
-    }
-    requests.with_labels({m, route.empty() ? std::string_view("none") : route, c}).inc();
+    requests.get(route, method, code).inc();
   }
 };
 
@@ -74,9 +139,9 @@ struct Instruments {
 Middleware instrument(InstrumentOptions options) {
   Registry& r = options.registry != nullptr ? *options.registry : default_registry();
   auto in = std::shared_ptr<Instruments>(new Instruments{
-      r.counter_family("http_requests_total",
+      RequestCounters(r.counter_family("http_requests_total",
                        "HTTP requests answered, by method, route pattern and status code.",
-                       {"method", "route", "code"}),
+                       {"method", "route", "code"})),
       r.histogram_family("http_request_duration_seconds",
                          "Time spent handling HTTP requests, in seconds.", {"method"},
                          std::move(options.duration_buckets)),
