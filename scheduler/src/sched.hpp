@@ -156,6 +156,10 @@ struct M {
   // Set by the preemption signal handler on this thread: the P was left in syscall
   // state for sysmon to hand off; the G must reacquire a P at its next safe point.
   volatile sig_atomic_t preempt_detached = 0;
+  // Set with preempt_detached when the handler also lowered this thread's priority
+  // (hog_priority_lower): the nice value to restore, as the kernel reports it (20 -
+  // nice), 0 when it was not lowered.
+  volatile sig_atomic_t hog_saved_prio = 0;
   std::atomic<bool> exited{false};  // read by run_main's shutdown
   void* sigstack = nullptr;
   const char* g0_stack_lo = nullptr;  // for ASan's fiber annotations

@@ -16,12 +16,18 @@
 #include "signals.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "syscall.hpp"
 
@@ -30,6 +36,22 @@ namespace {
 
 struct sigaction old_segv;
 struct sigaction old_bus;
+
+// The nice value a detached hog runs at: the lowest priority short of SCHED_IDLE, which
+// an unprivileged thread could not leave again.
+constexpr int kHogNice = 19;
+// Whether a thread's priority, once lowered, can be raised back (hog_priority_probe).
+std::atomic<bool> hog_priority_ok{false};
+
+// The raw system calls: per thread (glibc's wrappers are not async-signal-safe by the
+// letter), and getpriority's raw result, 20 - nice, is never negative.
+long thread_prio_raw() {
+  return syscall(SYS_getpriority, PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+}
+bool set_thread_nice(int nice) {
+  return syscall(SYS_setpriority, PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice) ==
+         0;
+}
 
 void preempt_handler(int, siginfo_t*, void*) {
   int saved = errno;
@@ -44,6 +66,7 @@ void preempt_handler(int, siginfo_t*, void*) {
         pp->status.load(std::memory_order_relaxed) == PStatus::running) {
       leave_p_in_syscall(m, pp);
       m->preempt_detached = 1;
+      hog_priority_lower(m);
       pp->detached_by_signal.store(true, std::memory_order_release);
     }
   }
@@ -80,6 +103,35 @@ void report_stack_overflow(const G* g) {
   // The default action, not a handler of the program's: this stack cannot run one.
   signal(SIGABRT, SIG_DFL);
   abort();
+}
+
+void hog_priority_probe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (const char* e = std::getenv("GORO_HOG_NICE"); e != nullptr && std::strcmp(e, "0") == 0)
+      return;
+    // On a thread of its own: a lowered priority that cannot be raised dies with it.
+    std::thread([] {
+      const long prio = thread_prio_raw();
+      if (prio <= 0) return;
+      const int nice = 20 - static_cast<int>(prio);
+      if (nice >= kHogNice) return;
+      if (set_thread_nice(kHogNice) && set_thread_nice(nice)) hog_priority_ok.store(true);
+    }).join();
+  });
+}
+
+void hog_priority_lower(M* m) {
+  if (!hog_priority_ok.load(std::memory_order_relaxed)) return;
+  const long prio = thread_prio_raw();
+  if (prio <= 0 || 20 - prio >= kHogNice) return;
+  if (set_thread_nice(kHogNice)) m->hog_saved_prio = static_cast<sig_atomic_t>(prio);
+}
+
+void hog_priority_restore(M* m) {
+  if (m->hog_saved_prio == 0) return;
+  set_thread_nice(20 - m->hog_saved_prio);
+  m->hog_saved_prio = 0;
 }
 
 void install_runtime_signals() {

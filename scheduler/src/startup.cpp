@@ -144,6 +144,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   netpoll_init();
   install_sigquit_dump();
   install_runtime_signals();
+  hog_priority_probe();
   pthread_sigmask(SIG_BLOCK, nullptr, &sched.initial_sigmask);
 
   M* m0 = new M();

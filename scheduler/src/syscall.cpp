@@ -14,6 +14,7 @@
 #include "syscall.hpp"
 
 #include "queues.hpp"
+#include "signals.hpp"
 #include "switch.hpp"
 #include "thread.hpp"
 #include "trace.hpp"
@@ -31,6 +32,7 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
   if (m->preempt_detached) {
     // The preemption signal left our P for sysmon; get a P back before touching one.
     m->preempt_detached = 0;
+    hog_priority_restore(m);
     exit_syscall_after_preempt();
   }
   if (g_->status.load(std::memory_order_relaxed) == GStatus::syscall) {

@@ -14,9 +14,12 @@
 // thread, and the handler (signals.cpp) leaves the P in syscall state if the goroutine
 // is in user code; sysmon then hands the P off at once, so the P's other goroutines run
 // on another thread while the hog keeps its own. At its next safe point the hog goes
-// through exit_syscall: it gets a P back or is queued globally. Limits: while a hog
-// runs, the process has one more running thread than GOMAXPROCS (the kernel time-slices
-// them); the hog itself is only descheduled by the kernel, not by goro; a hog that
+// through exit_syscall: it gets a P back or is queued globally. While detached, the
+// hog's thread runs at nice 19 (signals.cpp), so the kernel gives the threads that hold
+// Ps their cores first: the process has one more running thread than GOMAXPROCS, but
+// the extra one only takes what they leave. Limits: that needs the right to raise the
+// priority back (root, CAP_SYS_NICE or RLIMIT_NICE), without which the hog competes
+// at full priority; the hog itself is only descheduled by the kernel, not by goro; a hog that
 // holds a std::mutex keeps holding it; and under TSan, signals are delivered only at the
 // thread's next libc call, so a pure loop is not preempted there.
 

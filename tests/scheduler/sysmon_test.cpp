@@ -888,6 +888,61 @@ TEST(SysmonPreemptAfterHandOff, HogOnThreadStartedBySysmonIsPreempted) {
   EXPECT_LE(worst, 75.0) << "the hog was not preempted";
 }
 
+// The calling thread's nice value.
+int thread_nice() {
+  return 20 - static_cast<int>(syscall(SYS_getpriority, PRIO_PROCESS,
+                                       static_cast<id_t>(syscall(SYS_gettid))));
+}
+
+// Whether this process may raise a thread's priority back after lowering it (what the
+// runtime needs to lower a hog's): tried on a thread of its own.
+bool can_restore_priority() {
+  bool ok = false;
+  std::thread([&] {
+    const int nice = thread_nice();
+    ok = nice < 19 && setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) == 0 &&
+         setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice) == 0;
+  }).join();
+  return ok;
+}
+
+// A hog the preemption signal detached runs at nice 19, so the thread that took its P
+// keeps the core; at its next safe point its priority is back where it was.
+TEST(SysmonPreempt, DetachedHogRunsAtLowPriorityUntilItsNextSafePoint) {
+  if (kTsan) GTEST_SKIP() << kTsanSkip;
+  if (!can_restore_priority())
+    GTEST_SKIP() << "cannot raise a thread's priority back here (no CAP_SYS_NICE or RLIMIT_NICE)";
+  const int base = thread_nice();
+  int seen_while_hogging = base;
+  int after_safe_point = -100;
+  goro::run(
+      [&] {
+        std::atomic<bool> stop{false};
+        goro::WaitGroup wg;
+        wg.add(1);
+        goro::go([&] {
+          // No runtime call in this loop: only the signal can take the P from it.
+          const std::int64_t give_up = nanotime() + 3000 * kMs;
+          while (!stop.load(std::memory_order_relaxed) && nanotime() < give_up) {
+            seen_while_hogging = std::max(seen_while_hogging, thread_nice());
+            if (seen_while_hogging == 19) break;
+          }
+          goro::yield();  // a safe point
+          after_safe_point = thread_nice();
+          wg.done();
+        });
+        // Main wants the P back every millisecond: sysmon preempts the hog for it.
+        const std::int64_t until = nanotime() + 2000 * kMs;
+        while (nanotime() < until && seen_while_hogging != 19) goro::sleep(1ms);
+        stop.store(true);
+        wg.wait();
+      },
+      procs(1));
+  EXPECT_EQ(seen_while_hogging, 19) << "the detached hog kept its priority";
+  EXPECT_EQ(after_safe_point, base) << "the priority was not restored at the safe point";
+  EXPECT_EQ(thread_nice(), base);
+}
+
 // ---------------------------------------------------------------------------------
 // sysmon backs off when there is nothing to watch.
 
