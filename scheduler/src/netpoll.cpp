@@ -389,6 +389,10 @@ PollDesc* poll_open(int fd) {
 
 void poll_close(PollDesc* pd) {
   epoll_ctl(epfd, EPOLL_CTL_DEL, pd->fd, nullptr);
+  poll_forget(pd);
+}
+
+void poll_forget(PollDesc* pd) {
   pd->lock.lock();
   pd->seq.store(static_cast<std::uint16_t>(pd->seq.load(std::memory_order_relaxed) + 1),
                 std::memory_order_release);

@@ -10,3 +10,4 @@
 #include <goro/net/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/net/tls.hpp>
+#include <goro/net/wait_fd.hpp>

@@ -5,7 +5,7 @@
 // each. How the netpoller and the scheduler work together is written at the top of
 // scheduler/src/netpoll.cpp.
 // Contract:
-//  - poll_open / poll_close: by the owner of the descriptor, once each.
+//  - poll_open / poll_close (or poll_forget): by the owner of the descriptor, once each.
 //  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
 //    readers and writers of one connection).
 //  - poll_set_deadline / poll_evict / poll_interrupt: any thread, concurrently with
@@ -39,6 +39,14 @@ PollDesc* poll_open(int fd);
 // Unregisters and recycles pd. Call after poll_evict, when no G is inside poll_wait,
 // and before closing the descriptor.
 void poll_close(PollDesc* pd);
+
+// As poll_close, for a descriptor that was closed while registered (a C library's,
+// closed behind net::FdWatch's back): recycles pd without asking epoll to remove it.
+// epoll dropped the registration when the file's last descriptor closed, and the
+// number may already be someone else's, whose registration poll_close would remove. If
+// the file lives on in a duplicate, its registration stays in epoll until that closes;
+// its events carry pd's old sequence number and are dropped.
+void poll_forget(PollDesc* pd);
 
 // Wakes any G parked on pd with PollStatus::closed; later waits return closed at once.
 void poll_evict(PollDesc* pd);

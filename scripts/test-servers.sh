@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL and Redis servers for the tests and benchmarks that drive the real
+# C client libraries (tests/clibs/, examples/pg_api/, loadtest/clibs/). Each lives in a
+# folder of its own and listens only on a Unix socket in that folder.
+#
+#   test-servers.sh pg start DIR [MAX_CONNECTIONS]  prints a libpq connection string
+#   test-servers.sh pg stop DIR                     stops it, removes DIR
+#   test-servers.sh redis start DIR                 prints the socket's path
+#   test-servers.sh redis stop DIR                  stops it, removes DIR
+#
+# PostgreSQL: Debian's newest /usr/lib/postgresql/*/bin, initdb with trust
+# authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100). It
+# refuses to run as root, so as root it runs as the user postgres (the Debian package
+# makes it), which gets DIR. Redis: redis-server without persistence.
+#
+# Exits 77 (CTest's and the tests' "skip") when the server is not installed, with the
+# reason on stderr; any other failure exits 1 with the server's log on stderr.
+set -euo pipefail
+
+usage() {
+  echo "usage: $0 pg|redis start|stop DIR [MAX_CONNECTIONS]" >&2
+  exit 2
+}
+[ "$#" -ge 3 ] || usage
+server=$1 action=$2 dir=$3
+
+pg_bin() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] || return 1
+  printf '%s\n' "$d"
+}
+
+# Runs a command as the user that owns the cluster.
+as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_start() {
+  local bin max=${1:-100}
+  if ! bin=$(pg_bin); then
+    echo "test-servers: PostgreSQL is not installed (apt-get install postgresql)" >&2
+    exit 77
+  fi
+  if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
+    echo "test-servers: running as root and there is no user postgres to run PostgreSQL" >&2
+    exit 77
+  fi
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres "$dir"
+    if ! runuser -u postgres -- test -w "$dir"; then
+      echo "test-servers: the user postgres cannot reach $dir (a folder above it is private)" >&2
+      exit 1
+    fi
+  fi
+  if ! as_owner "$bin/initdb" -D "$dir/data" -A trust -U goro -E UTF8 --no-sync \
+    >"$dir/initdb.log" 2>&1; then
+    cat "$dir/initdb.log" >&2
+    exit 1
+  fi
+  if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+    -o "-c listen_addresses='' -k $dir -c max_connections=$max -c fsync=off -c full_page_writes=off" \
+    start >/dev/null; then
+    cat "$dir/server.log" >&2 || true
+    exit 1
+  fi
+  printf 'host=%s user=goro dbname=postgres\n' "$dir"
+}
+
+pg_stop() {
+  local bin
+  if bin=$(pg_bin) && [ -d "$dir/data" ]; then
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$dir"
+}
+
+redis_start() {
+  if ! command -v redis-server >/dev/null 2>&1; then
+    echo "test-servers: redis-server is not installed (apt-get install redis-server)" >&2
+    exit 77
+  fi
+  mkdir -p "$dir"
+  redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
+    --save '' --appendonly no --dir "$dir" --daemonize yes --pidfile "$dir/redis.pid" \
+    --logfile "$dir/redis.log"
+  local i
+  for i in $(seq 1 200); do
+    [ -S "$dir/redis.sock" ] && break
+    sleep 0.05
+  done
+  if [ ! -S "$dir/redis.sock" ]; then
+    cat "$dir/redis.log" >&2 || true
+    exit 1
+  fi
+  printf '%s\n' "$dir/redis.sock"
+}
+
+redis_stop() {
+  local pid
+  if [ -f "$dir/redis.pid" ]; then
+    pid=$(cat "$dir/redis.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+  fi
+  rm -rf "$dir"
+}
+
+case "$server:$action" in
+  pg:start) pg_start "${4:-}" ;;
+  pg:stop) pg_stop ;;
+  redis:start) redis_start ;;
+  redis:stop) redis_stop ;;
+  *) usage ;;
+esac
