@@ -23,12 +23,17 @@ set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
 # those again in the consumer).
 set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
+set(GORO_CONFIG_NEEDS_ZLIB OFF)
 foreach(layer scheduler net http httptest json framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)
     if(_goro_iface MATCHES "OpenSSL::")
       set(GORO_CONFIG_NEEDS_OPENSSL ON)
+    endif()
+    # A static goro_http names zlib (WebSocket compression) as a link-only dependency.
+    if(_goro_iface MATCHES "ZLIB::")
+      set(GORO_CONFIG_NEEDS_ZLIB ON)
     endif()
   endif()
 endforeach()

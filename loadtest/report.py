@@ -37,6 +37,7 @@ HEADLINE = {
     "preempt": ("p99_ms", "plaintext p99 ms under /cpu hogs", False),
     "https": ("requests_per_s", "req/s", True),
     "idle": ("bytes_per_conn", "server bytes per idle conn", False),
+    "idle-ws": ("bytes_per_conn", "server bytes per idle WebSocket", False),
     "scaling": ("requests_per_s", "req/s", True),
 }
 ORDER = list(HEADLINE)
@@ -261,7 +262,7 @@ set key noenhanced
 
     # Throughput: every scenario measured in requests/s; pipelining, an order of
     # magnitude above the rest, on a scale of its own at the right.
-    rate = present("requests_per_s", [s for s in ORDER if s not in ("idle", "scaling")])
+    rate = present("requests_per_s", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
     if rate:
         groups = [[s for s in rate if s != "pipeline16"], [s for s in rate if s == "pipeline16"]]
         groups = [g for g in groups if g]
@@ -284,7 +285,7 @@ set bmargin 3
         draw("throughput", 600, body + "unset multiplot\n")
 
     # Latency: p50, p99 and max per scenario, log scale.
-    lat = present("p99_ms", [s for s in ORDER if s not in ("idle", "scaling")])
+    lat = present("p99_ms", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
     if lat:
         panels = []
         for field, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("max_ms", "max")):
@@ -299,7 +300,7 @@ set bmargin 3
     # Memory: bytes per idle connection, and RSS at the end of each load scenario.
     idle = value("idle", "goro", "bytes_per_conn") is not None or any(
         value("idle", p, "bytes_per_conn") is not None for p in peers)
-    mem = present("rss_kib", [s for s in ORDER if s not in ("idle", "scaling")])
+    mem = present("rss_kib", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
     if idle or mem:
         body = f"set multiplot layout {2 if idle and mem else 1},1\n"
         if idle:

@@ -22,7 +22,7 @@
 #   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
 #   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
 #   ROUNDS=1             runs per server and scenario; the table takes the median
-#   IDLE_CONNS=10000     connections of the idle scenario (100000 needs a hard
+#   IDLE_CONNS=10000     connections of the idle and idle-ws scenarios (100000 needs a hard
 #                        RLIMIT_NOFILE above it, or CAP_SYS_RESOURCE to raise it)
 #   BLOCK_CONNS=32 BLOCK_MS=10   the /block load of the handoff scenario
 #   HOGS=4 HOG_MS=3000   the /cpu hogs of the preempt scenario
@@ -38,7 +38,7 @@ root="$(cd "$here/.." && pwd)"
 http_dir="$here/http"
 
 all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k sleep handoff
-  preempt https idle scaling)
+  preempt https idle idle-ws scaling)
 
 # What each scenario measures, for --list and the report.
 describe() {
@@ -54,6 +54,7 @@ describe() {
     preempt) echo "GET /plaintext (64 conns) beside ${HOGS:-4} /cpu?ms=${HOG_MS:-3000} hogs: plaintext p99, max" ;;
     https) echo "GET /plaintext over TLS 1.3 (TLS_AES_128_GCM_SHA256, ECDSA P-256), 64 conns: requests/s" ;;
     idle) echo "${IDLE_CONNS:-10000} idle keep-alive connections: server RSS per connection" ;;
+    idle-ws) echo "${IDLE_CONNS:-10000} idle WebSocket connections (/ws/echo): server RSS per connection" ;;
     scaling) echo "GET /plaintext, ${SCALE_CONNS:-256} conns, at ${SCALE_PROCS:-1 2 4 8} cores: requests/s" ;;
     *) return 1 ;;
   esac
@@ -71,6 +72,8 @@ does_not_apply() {
     epoll/sleep | epoll/handoff | epoll/preempt)
       echo "the bare loop has no runtime: no timers, no blocking calls, no preemption" ;;
     epoll/https) echo "the bare loop speaks no TLS" ;;
+    go/idle-ws | nginx/idle-ws | asio/idle-ws | epoll/idle-ws)
+      echo "serves no WebSocket" ;;
     asio/* | epoll/*)
       [ -x "$bin/loadtest_peer_$peer" ] || echo "loadtest_peer_$peer was not built" ;;
   esac
@@ -471,15 +474,15 @@ fi
 step_seconds() {
   case "$1" in
     handoff | preempt) echo $((warmup + 2 * duration + 2)) ;;
-    idle) echo $((warmup + 5)) ;;
+    idle | idle-ws) echo $((warmup + 5)) ;;
     *) echo $((warmup + duration + 1)) ;;
   esac
 }
 steps=()
 planned=0
 for s in "${scenarios[@]}"; do
-  if [ "$s" = idle ] && [ -n "$idle_note" ]; then
-    steps+=("idle skip - - $idle_note")
+  if { [ "$s" = idle ] || [ "$s" = idle-ws ]; } && [ -n "$idle_note" ]; then
+    steps+=("$s skip - - $idle_note")
     continue
   fi
   if [ "$s" = scaling ]; then
@@ -539,6 +542,7 @@ for entry in "${steps[@]}"; do
     https) scheme=https ;;
     scaling) conns=$scale_conns ;;
     idle) conns=$idle_conns ;;
+    idle-ws) conns=$idle_conns path=/ws/echo ;;
   esac
   logfile="$out/logs/$scenario-$peer-p$p-r$round.log"
   wrk_log="$out/logs/$scenario-$peer-p$p-r$round.wrk.txt"
@@ -553,14 +557,14 @@ for entry in "${steps[@]}"; do
   seconds=$duration
   [ "$conns" -ge 10000 ] && [ "$seconds" -lt 3 ] && seconds=3
 
-  if [ "$scenario" = idle ]; then
+  if [ "$scenario" = idle ] || [ "$scenario" = idle-ws ]; then
     run_wrk 64 "$client_threads" "$warmup" "$url_base/plaintext" "" 5 # warm-up
     sleep "$settle"
     rss_before=$(rss_kib "$server_pid")
     sources=$((idle_conns / 20000 + 2))
     idle_log="$out/logs/idle-client-$peer-p$p-r$round.log"
     "${client_pin[@]}" "$bin/loadtest_idle_client" 127.0.0.1 "$port" "$idle_conns" "$sources" \
-      /plaintext 120 >"$idle_log" 2>&1 &
+      "$path" 120 >"$idle_log" 2>&1 &
     idle_pid=$!
     started+=("$idle_pid")
     for _ in $(seq 900); do
@@ -588,7 +592,7 @@ for entry in "${steps[@]}"; do
     w_rps="" p50="" p99="" maxl=""
     status=ok
     [ -z "$per_conn" ] && status=failed
-    log "$prefix $(printf '%s idle: RSS %s -> %s KiB = %s B/conn, errors %s' "${idle_n:-0}" \
+    log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn, errors %s' "${idle_n:-0}" "$scenario" \
       "$rss_before" "$rss_after" "${per_conn:-?}" "$w_errors")"
   else
     run_wrk "$conns" "$client_threads" "$warmup" "$url_base$path" "$script" "$timeout" # warm-up

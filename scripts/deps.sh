@@ -24,6 +24,7 @@ GORO_DEPS_BUILD=(
   g++
   libasio-dev       # the Asio peer server (loadtest/) and nothing else
   node-llhttp       # HTTP/1.1 parser used by goro::http
+  zlib1g-dev        # WebSocket permessage-deflate in goro::http
   libssl-dev        # TLS in goro::net
   libunwind-dev     # goroutine dumps read parked goroutines' stacks
   nlohmann-json3-dev  # goro::json (optional: without it goro::json is simply not built)
@@ -46,7 +47,25 @@ GORO_DEPS_TEST=(
   wrk
   prometheus        # promtool, which checks the /metrics text (tests/http/metrics_test.cpp);
                     # on a systemd host the package also starts a Prometheus on :9090
+  python3-websockets  # WebSocket conformance (tests/http/websocket_python_test.py) and the
+                      # DevTools client of examples/ws_chat/browser_test.py
+  chromium          # the browser examples/ws_chat/browser_test.py drives, headless
+  nodejs            # Node's ws against the WebSocket server (tests/http/websocket_node_test.sh);
+                    # the test fetches ws with npm (added below)
+  # C client libraries on goroutines (tests/clibs/, examples/pg_api, loadtest/clibs): the
+  # libraries, and the servers the tests start in a temporary folder
+  # (scripts/test-servers.sh). On a systemd host the server packages also start their
+  # own PostgreSQL and Redis, which the tests do not use.
+  libpq-dev
+  postgresql
+  libhiredis-dev
+  redis-server
+  libcurl4-openssl-dev
 )
+
+# npm, which the Node test fetches ws with: Debian's package where no npm is on PATH
+# (NodeSource's nodejs bundles its own, and conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || GORO_DEPS_TEST+=(npm)
 
 # Load tests: the peers goro is compared with and the tools that drive and plot them.
 GORO_DEPS_LOADTEST=(

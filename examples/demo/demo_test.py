@@ -137,6 +137,29 @@ try:
     r, _ = request("GET", "/healthz")
     check(r.status == 200, "still serving after a bad request")
 
+    # /ws/echo: a WebSocket handshake, one masked text frame echoed, a close echoed; a
+    # plain GET is told to upgrade.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET /ws/echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+              b"Sec-WebSocket-Version: 13\r\n\r\n")
+    mask = b"\x01\x02\x03\x04"
+    masked = lambda data: bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    s.sendall(b"\x81\x85" + mask + masked(b"hello") + b"\x88\x82" + mask + masked(b"\x03\xe8"))
+    reply = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        reply += chunk
+    s.close()
+    head, _, frames = reply.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 101") and b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head,
+          f"/ws/echo handshake: {head[:80]!r}")
+    check(frames == b"\x81\x05hello\x88\x02\x03\xe8", f"/ws/echo frames: {frames!r}")
+    r, data = request("GET", "/ws/echo")
+    check(r.status == 426 and r.getheader("Upgrade") == "websocket", f"GET /ws/echo: {r.status}")
+
     # --probe, the container's health check: exit 0 only on a 200, else 1 and the reason.
     def probe(url):
         p = subprocess.run([binary, "--probe", url], capture_output=True, text=True, timeout=10)

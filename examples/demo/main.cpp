@@ -16,6 +16,8 @@
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
+//   GET  /ws/echo        a WebSocket that echoes every message (permessage-deflate when
+//                        the client offers it); closed with 1001 when the server stops
 //   GET  /metrics        Prometheus metrics: the runtime, the process, the server's
 //                        connections and bytes, and every request's method, route,
 //                        status, duration and size (instrument())
@@ -156,6 +158,19 @@ http::Router make_router(const std::string& root, bool debug) {
     }
   });
   r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
+  r.handle("GET /ws/echo", [](http::Request& req, http::ResponseWriter& w) {
+    http::websocket::AcceptOptions options;
+    options.compression.enabled = true;
+    auto ws = http::websocket::accept(req, w, options);
+    if (!ws) return;  // not a WebSocket handshake: answered 400/426 already
+    // Read under the shutdown context: a stopping server ends the read at once.
+    const goro::Context stopping = http::shutdown_context(req);
+    http::websocket::Message m;
+    while (!ws->read(m, stopping)) {
+      if (ws->write(m.type, m.data)) return;
+    }
+    if (stopping.cancelled()) (void)ws->close(http::websocket::close_code::going_away);
+  });
   if (!root.empty()) r.handle("GET /static/{path...}", http::file_server(root));
   r.handle("GET /metrics", http::metrics::handler());
   if (debug) r.handle("/debug/goro/", http::debug::handler());

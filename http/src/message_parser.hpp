@@ -89,6 +89,11 @@ class MessageParser {
   void commit(std::size_t n) noexcept { end_ += n; }
   // Raw bytes received and not yet parsed (a pipelined next message, a partial head).
   std::size_t buffered() const noexcept { return end_ - parse_pos_; }
+  // The raw bytes received and not yet parsed; after the head of an upgrade (and its
+  // message_complete()), what the peer sent in the new protocol.
+  std::string_view unparsed() const noexcept {
+    return {buffer_.get() + parse_pos_, end_ - parse_pos_};
+  }
   // True once any byte of the current message (other than leading CRLFs) has arrived.
   bool head_started() const noexcept { return head_started_; }
 

@@ -166,6 +166,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool client_gone() override;
   void interrupt_reads() override;
   Context request_context() override;
+  net::Stream* take_over(std::string& early) override;
   // The stream's hang-up hook: cancels the current request's context.
   static void hung_up(void* self);
   void end_request_context();
@@ -188,6 +189,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool close_after_ = false;  // the connection cannot carry another request
   bool handler_done_ = false;
   bool finishing_ = false;  // writes now end a response; they may be batched
+  bool taken_over_ = false;  // the handler took the connection (take_over)
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
   // no call.
@@ -310,6 +312,12 @@ void ServerConn::serve_request() {
   }
   handler_done_ = true;
   if (request_ctx_made_) end_request_context();
+  if (taken_over_) {
+    // The handler spoke another protocol on the connection (a WebSocket) and is done.
+    keep_going_ = false;
+    stream_->close();
+    return;
+  }
   if (body_error_ && net::is_timeout(body_error_) && !writer_.headers_sent() &&
       writer_.bytes_written() == 0 && writer_.status() == status::ok) {
     // The handler gave up on a body that stopped coming and said nothing: not a success.
@@ -593,6 +601,18 @@ void ServerConn::publish_bytes() {
   shard.bytes_in.fetch_add(bytes_in_, std::memory_order_relaxed);
   shard.bytes_out.fetch_add(bytes_out_, std::memory_order_relaxed);
   bytes_in_ = bytes_out_ = 0;
+}
+
+net::Stream* ServerConn::take_over(std::string& early) {
+  if (taken_over_ || writer_.headers_sent() || !parser_.message_complete()) return nullptr;
+  // Responses batched before this request go out first.
+  if (flush_out()) return nullptr;
+  early.append(parser_.unparsed());
+  taken_over_ = true;
+  ResponseAccess::set_keep_alive(writer_, false);
+  set_read_deadline(net::no_deadline);
+  set_write_deadline(net::no_deadline);
+  return stream_.get();
 }
 
 bool ServerConn::client_gone() {

@@ -8,6 +8,10 @@
 // connections need only a few. At most 256 connections are being opened at a time, so
 // the server's listen backlog never overflows.
 //
+// A PATH starting with /ws/ (goro-demo's /ws/echo) is asked for as a WebSocket: the
+// request is a handshake and the answer its 101, after which the connection idles as a
+// WebSocket (the idle-ws scenario).
+//
 // Output (stdout): "READY connected=N failed=F" once every connection has its answer
 // or has failed, then, when SIGTERM/SIGINT arrives or HOLD seconds have passed,
 // "DONE closed_by_server=K" and exit. RLIMIT_NOFILE is raised to its hard limit.
@@ -94,7 +98,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "idle_client: bad IPv4 address %s\n", host);
     return 2;
   }
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n";
+  const std::string upgrade =
+      path.rfind("/ws/", 0) == 0
+          ? "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+          : "";
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n" + upgrade + "\r\n";
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   std::vector<Connection> conns(static_cast<std::size_t>(n));

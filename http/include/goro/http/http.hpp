@@ -1,5 +1,5 @@
-// goro::http — HTTP/1.1 server, router, middleware, client and static files; everything
-// in one include.
+// goro::http — HTTP/1.1 server, router, middleware, client, static files and WebSockets;
+// everything in one include.
 #pragma once
 
 #include <goro/http/client.hpp>
@@ -14,3 +14,4 @@
 #include <goro/http/router.hpp>
 #include <goro/http/server.hpp>
 #include <goro/http/status.hpp>
+#include <goro/http/websocket.hpp>

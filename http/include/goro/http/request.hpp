@@ -14,6 +14,10 @@
 #include <goro/net/result.hpp>
 #include <goro/scheduler/context.hpp>
 
+namespace goro::net {
+class Stream;
+}
+
 namespace goro::http {
 
 namespace detail {
@@ -26,6 +30,15 @@ class BodySource {
   virtual void interrupt_reads() = 0;
   // A new context for the request being served (see Request::context).
   virtual Context request_context() = 0;
+  // Hands the connection to the handler for another protocol (a WebSocket): returns its
+  // stream, with no deadline set, and appends the bytes already read past the request
+  // to `early`. From then on the server writes nothing on it and closes it when the
+  // handler returns. nullptr when this source cannot: no connection behind it, a
+  // response already started, or a request body still unread.
+  virtual net::Stream* take_over(std::string& early) {
+    (void)early;
+    return nullptr;
+  }
 
  protected:
   ~BodySource() = default;
@@ -62,7 +75,8 @@ class Request {
   bool has_header(std::string_view name) const noexcept;
   // Every header field, in the order received.
   std::span<const HeaderField> headers() const noexcept { return headers_; }
-  // The Host header.
+  // The Host header; for an absolute-form target ("GET http://h/p"), the target's
+  // authority, which the server puts in Host's place (RFC 9112 3.2.2).
   std::string_view host() const noexcept { return header("host"); }
 
   int version_major() const noexcept { return version_major_; }

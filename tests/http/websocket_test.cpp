@@ -1,0 +1,995 @@
+// WebSockets (RFC 6455, RFC 7692): the frame codec on byte buffers split at every
+// position, the extension negotiation and zlib round trips, then goro's client and server
+// together over real sockets on 1, 2 and 4 Ps (echo, fragmentation, concurrent reader
+// and writers, ping, the close handshake, deadlines and contexts, compression, TLS,
+// shutdown), and a raw socket speaking frames byte by byte where a well-behaved client
+// cannot (unmasked frames, bad UTF-8, oversize messages, early bytes).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <goro/http/errors.hpp>
+#include <goro/http/httptest.hpp>
+#include <goro/http/server.hpp>
+#include <goro/http/websocket.hpp>
+#include <goro/net/dial.hpp>
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/waitgroup.hpp>
+
+#include "test_certs.hpp"
+#include "websocket_deflate.hpp"
+#include "websocket_frame.hpp"
+#include "websocket_handshake.hpp"
+
+namespace goro::http::websocket {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::FrameDecoder;
+using Kind = detail::FrameDecoder::Kind;
+namespace opcode = detail::opcode;
+
+// --- helpers
+
+// One frame as bytes; masked with a fixed key when mask is set.
+std::string frame(std::uint8_t op, std::string_view payload, bool fin = true, bool mask = true,
+                  bool rsv1 = false) {
+  const detail::MaskKey key = {0x37, 0xfa, 0x21, 0x3d};
+  char header[detail::kMaxHeaderSize];
+  const std::size_t size =
+      detail::encode_frame_header(header, fin, rsv1, op, payload.size(), mask ? &key : nullptr);
+  std::string out(header, size);
+  std::string body(payload);
+  if (mask) detail::apply_mask(body.data(), body.size(), key, 0);
+  return out + body;
+}
+
+std::string close_payload(std::uint16_t code, std::string_view reason = {}) {
+  std::string p;
+  p.push_back(static_cast<char>(code >> 8));
+  p.push_back(static_cast<char>(code & 0xFF));
+  p.append(reason);
+  return p;
+}
+
+// What a decoder reports over a whole input, as text: "text:hello|ping:x|close:1000:bye".
+struct Decoded {
+  std::string log;
+  std::optional<detail::Violation> violation;
+};
+
+Decoded decode_in_pieces(std::string input, std::vector<std::size_t> cuts,
+                         FrameDecoder::Rules rules) {
+  FrameDecoder decoder(rules);
+  Decoded d;
+  std::string message;
+  std::string pending;  // bytes not yet consumed, as a reader's buffer keeps them
+  cuts.push_back(input.size());
+  std::size_t from = 0;
+  for (std::size_t cut : cuts) {
+    pending.append(input, from, cut - from);
+    from = cut;
+    std::size_t begin = 0;
+    for (;;) {
+      std::size_t used = 0;
+      FrameDecoder::Event e = decoder.next(pending.data() + begin, pending.size() - begin, used);
+      begin += used;
+      if (e.kind == Kind::need_more) break;
+      switch (e.kind) {
+        case Kind::payload: message.append(e.payload); break;
+        case Kind::message_end:
+          d.log += (decoder.message_opcode() == opcode::text ? "text:" : "binary:") + message + "|";
+          message.clear();
+          break;
+        case Kind::ping: d.log += "ping:" + std::string(e.payload) + "|"; break;
+        case Kind::pong: d.log += "pong:" + std::string(e.payload) + "|"; break;
+        case Kind::close:
+          d.log += "close:" + std::to_string(e.close_code) + ":" + std::string(e.close_reason) + "|";
+          break;
+        case Kind::violation: d.violation = e.violation; return d;
+        case Kind::need_more: break;
+      }
+    }
+    pending.erase(0, begin);
+  }
+  return d;
+}
+
+void run(int procs, std::function<void()> fn) {
+  goro::run(std::move(fn), goro::Config{.maxprocs = procs});
+}
+
+std::string ws_url(const httptest::Server& server, std::string_view path) {
+  std::string url = server.url();
+  url.replace(0, url.find("://"), url.starts_with("https") ? "wss" : "ws");
+  return url + std::string(path);
+}
+
+// A handler that echoes every message until the peer closes, and reports how its
+// reading ended on `ended` (when given).
+Handler echo_handler(AcceptOptions options = {}, goro::Chan<std::error_code>* ended = nullptr) {
+  return [options, ended](Request& req, ResponseWriter& w) {
+    Result<WebSocket> ws = accept(req, w, options);
+    if (!ws) return;
+    Message m;
+    std::error_code ec;
+    while (!(ec = ws->read(m))) {
+      if (ws->write(m.type, m.data)) break;
+    }
+    if (ended != nullptr) ended->send(ec);
+  };
+}
+
+// A client that speaks raw bytes: the handshake, then frames built by hand.
+class RawClient {
+ public:
+  static std::optional<RawClient> connect(const net::Addr& addr, std::string_view extra = {}) {
+    auto conn = net::dial("tcp", addr.to_string(), 5s);
+    if (!conn) return std::nullopt;
+    RawClient c(std::move(*conn));
+    c.conn_.set_deadline(net::deadline_after(10s));
+    const std::string request =
+        "GET /ws HTTP/1.1\r\nHost: " + addr.to_string() +
+        "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n" +
+        std::string(extra);
+    if (!c.conn_.write(request.data(), request.size())) return std::nullopt;
+    std::string head = c.read_until("\r\n\r\n");
+    if (head.find(" 101 ") == std::string::npos) return std::nullopt;
+    return c;
+  }
+
+  bool send(const std::string& bytes) {
+    return static_cast<bool>(conn_.write(bytes.data(), bytes.size()));
+  }
+
+  struct Frame {
+    detail::FrameHeader header;
+    std::string payload;
+  };
+  // The next frame from the server; nullopt at the end of the stream.
+  std::optional<Frame> read_frame() {
+    for (;;) {
+      detail::FrameHeader h;
+      if (detail::parse_frame_header(buffered_, h) == detail::HeaderParse::ok &&
+          buffered_.size() >= h.size + h.length) {
+        Frame f{h, buffered_.substr(h.size, h.length)};
+        buffered_.erase(0, h.size + h.length);
+        return f;
+      }
+      if (!more()) return std::nullopt;
+    }
+  }
+  // Whether the server ends the stream (after anything still buffered); then closes
+  // this end, as a client does once the server has.
+  bool reaches_end() {
+    while (more()) {
+    }
+    conn_.close();
+    return eof_;
+  }
+
+ private:
+  explicit RawClient(net::Conn conn) : conn_(std::move(conn)) {}
+  bool more() {
+    char buf[4096];
+    auto n = conn_.read(buf, sizeof buf);
+    if (!n || *n == 0) {
+      eof_ = n && *n == 0;
+      return false;
+    }
+    buffered_.append(buf, *n);
+    return true;
+  }
+  std::string read_until(std::string_view token) {
+    while (buffered_.find(token) == std::string::npos) {
+      if (!more()) return {};
+    }
+    const std::size_t end = buffered_.find(token) + token.size();
+    std::string head = buffered_.substr(0, end);
+    buffered_.erase(0, end);
+    return head;
+  }
+
+  net::Conn conn_;
+  std::string buffered_;
+  bool eof_ = false;
+};
+
+// --- the codec
+
+TEST(WebSocketCodec, AcceptKeyIsTheRfcExample) {
+  EXPECT_EQ(detail::accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+  EXPECT_TRUE(detail::valid_key("dGhlIHNhbXBsZSBub25jZQ=="));
+  EXPECT_FALSE(detail::valid_key("dGhlIHNhbXBsZSBub25jZQ"));
+  EXPECT_FALSE(detail::valid_key("dGhlIHNhbXBsZSBub2%jZQ=="));
+  EXPECT_FALSE(detail::valid_key(""));
+}
+
+TEST(WebSocketCodec, SameOriginComparesHostAndPort) {
+  EXPECT_TRUE(detail::same_origin("", "example.com"));
+  EXPECT_TRUE(detail::same_origin("http://example.com", "example.com"));
+  EXPECT_TRUE(detail::same_origin("http://example.com", "example.com:80"));
+  EXPECT_TRUE(detail::same_origin("https://Example.com:443", "example.com"));
+  EXPECT_TRUE(detail::same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  EXPECT_FALSE(detail::same_origin("http://127.0.0.1:8081", "127.0.0.1:8080"));
+  EXPECT_FALSE(detail::same_origin("http://evil.example", "example.com"));
+  EXPECT_FALSE(detail::same_origin("null", "example.com"));
+}
+
+TEST(WebSocketCodec, HeaderRoundTripsEveryLengthForm) {
+  for (std::uint64_t length : {0ull, 1ull, 125ull, 126ull, 65535ull, 65536ull, 1ull << 32}) {
+    for (bool masked : {false, true}) {
+      const detail::MaskKey key = {1, 2, 3, 4};
+      char buf[detail::kMaxHeaderSize];
+      const std::size_t size =
+          detail::encode_frame_header(buf, true, false, opcode::binary, length, masked ? &key : nullptr);
+      detail::FrameHeader h;
+      for (std::size_t cut = 0; cut < size; ++cut)
+        EXPECT_EQ(detail::parse_frame_header({buf, cut}, h), detail::HeaderParse::need_more);
+      ASSERT_EQ(detail::parse_frame_header({buf, size}, h), detail::HeaderParse::ok);
+      EXPECT_EQ(h.length, length);
+      EXPECT_EQ(h.size, size);
+      EXPECT_EQ(h.masked, masked);
+      EXPECT_EQ(h.opcode, opcode::binary);
+      EXPECT_TRUE(h.fin);
+    }
+  }
+  const char huge[] = {'\x82', '\x7f', '\x80', 0, 0, 0, 0, 0, 0, 1};
+  detail::FrameHeader h;
+  EXPECT_EQ(detail::parse_frame_header({huge, sizeof huge}, h), detail::HeaderParse::bad_length);
+}
+
+TEST(WebSocketCodec, MaskingIsItsOwnInverseAtAnyOffset) {
+  std::string data(100, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  const std::string original = data;
+  const detail::MaskKey key = {0xde, 0xad, 0xbe, 0xef};
+  detail::apply_mask(data.data(), data.size(), key, 0);
+  EXPECT_NE(data, original);
+  // Unmasking in two pieces split anywhere gives the original back.
+  for (std::size_t cut = 0; cut <= data.size(); ++cut) {
+    std::string copy = data;
+    detail::apply_mask(copy.data(), cut, key, 0);
+    detail::apply_mask(copy.data() + cut, copy.size() - cut, key, cut);
+    ASSERT_EQ(copy, original) << "cut at " << cut;
+  }
+}
+
+TEST(WebSocketCodec, Utf8ValidationAcrossPieces) {
+  const std::string valid = "aé€𝄞z\xef\xbf\xbf\xf4\x8f\xbf\xbf";
+  for (std::size_t cut = 0; cut <= valid.size(); ++cut) {
+    detail::Utf8Validator v;
+    EXPECT_TRUE(v.feed(valid.substr(0, cut)));
+    EXPECT_TRUE(v.feed(valid.substr(cut)));
+    EXPECT_TRUE(v.complete());
+  }
+  for (std::string bad : {"\xc0\x80", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5",
+                          "\x80", "\xc3", "a\xe2\x82"}) {
+    EXPECT_FALSE(detail::valid_utf8(bad)) << testing::PrintToString(bad);
+  }
+  detail::Utf8Validator v;
+  EXPECT_TRUE(v.feed("\xe2\x82"));  // a character not finished yet
+  EXPECT_FALSE(v.complete());
+}
+
+TEST(WebSocketCodec, DecoderGivesTheSameEventsWhereverTheInputIsSplit) {
+  const std::string input =
+      frame(opcode::text, "hel", false) + frame(opcode::ping, "p1") +
+      frame(opcode::continuation, "lo ", false) + frame(opcode::continuation, "wörld") +
+      frame(opcode::binary, std::string(300, 'b')) + frame(opcode::pong, "") +
+      frame(opcode::text, "") + frame(opcode::close, close_payload(1000, "bye"));
+  const std::string expected = "ping:p1|text:hello wörld|binary:" + std::string(300, 'b') +
+                               "|pong:|text:|close:1000:bye|";
+  for (std::size_t cut = 0; cut <= input.size(); ++cut) {
+    Decoded d = decode_in_pieces(input, {cut}, {.server = true});
+    ASSERT_FALSE(d.violation) << "cut at " << cut << ": " << d.violation->reason;
+    ASSERT_EQ(d.log, expected) << "cut at " << cut;
+  }
+  // Byte by byte.
+  std::vector<std::size_t> every;
+  for (std::size_t i = 1; i < input.size(); ++i) every.push_back(i);
+  EXPECT_EQ(decode_in_pieces(input, every, {.server = true}).log, expected);
+}
+
+TEST(WebSocketCodec, DecoderRefusesWhatRfc6455Forbids) {
+  struct Case {
+    const char* name;
+    std::string input;
+    std::uint16_t code;
+    bool server = true;
+  };
+  const std::string long_ping(126, 'p');
+  std::string rsv2 = frame(opcode::text, "x");
+  rsv2[0] = static_cast<char>(rsv2[0] | 0x20);
+  std::string op3 = frame(opcode::text, "x");
+  op3[0] = static_cast<char>((op3[0] & 0xF0) | 0x3);
+  const Case cases[] = {
+      {"unmasked client frame", frame(opcode::text, "x", true, false), 1002},
+      {"masked server frame", frame(opcode::text, "x", true, true), 1002, false},
+      {"RSV2", rsv2, 1002},
+      {"RSV1 without deflate", frame(opcode::text, "x", true, true, true), 1002},
+      {"opcode 3", op3, 1002},
+      {"fragmented ping", frame(opcode::ping, "x", false), 1002},
+      {"126-byte ping", frame(opcode::ping, long_ping), 1002},
+      {"continuation first", frame(opcode::continuation, "x"), 1002},
+      {"text inside a message", frame(opcode::text, "a", false) + frame(opcode::text, "b"), 1002},
+      {"1-byte close", frame(opcode::close, "x"), 1002},
+      {"close code 1005", frame(opcode::close, close_payload(1005)), 1002},
+      {"close code 999", frame(opcode::close, close_payload(999)), 1002},
+      {"close code 2000", frame(opcode::close, close_payload(2000)), 1002},
+      {"close reason not UTF-8", frame(opcode::close, close_payload(1000, "\xff")), 1007},
+      {"text not UTF-8", frame(opcode::text, "ok\xc3\x28"), 1007},
+      {"text cut inside a character", frame(opcode::text, "\xe2\x82", false) +
+                                          frame(opcode::continuation, "!"), 1007},
+      {"text ending inside a character", frame(opcode::text, "\xe2\x82"), 1007},
+      {"message over the limit", frame(opcode::binary, std::string(600, 'x'), false) +
+                                     frame(opcode::continuation, std::string(600, 'x')), 1009},
+  };
+  for (const Case& c : cases) {
+    Decoded d = decode_in_pieces(c.input, {}, {.server = c.server, .max_message_size = 1000});
+    ASSERT_TRUE(d.violation) << c.name;
+    EXPECT_EQ(d.violation->code, c.code) << c.name;
+  }
+  // Invalid UTF-8 is refused as soon as it arrives, before the message ends.
+  Decoded early = decode_in_pieces(frame(opcode::text, "\xff", false), {}, {.server = true});
+  ASSERT_TRUE(early.violation);
+  EXPECT_EQ(early.violation->code, 1007);
+  // Close codes that may be sent pass.
+  for (std::uint16_t code : {1000, 1001, 1003, 1007, 1011, 1014, 3000, 4999}) {
+    Decoded d = decode_in_pieces(frame(opcode::close, close_payload(code)), {}, {.server = true});
+    EXPECT_FALSE(d.violation) << code;
+  }
+}
+
+// --- permessage-deflate
+
+std::vector<detail::Extension> extensions(std::string_view value) {
+  std::vector<detail::Extension> out;
+  EXPECT_TRUE(detail::parse_extensions(value, out)) << value;
+  return out;
+}
+
+TEST(WebSocketDeflate, ParsesExtensionLists) {
+  auto list = extensions(
+      "permessage-deflate; client_max_window_bits, permessage-deflate;server_max_window_bits=\"10\""
+      " , x-other");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].params[0].name, "client_max_window_bits");
+  EXPECT_FALSE(list[0].params[0].value);
+  EXPECT_EQ(list[1].params[0].value.value_or(""), "10");
+  EXPECT_EQ(list[2].name, "x-other");
+  std::vector<detail::Extension> bad;
+  EXPECT_FALSE(detail::parse_extensions("permessage-deflate; =1", bad));
+  EXPECT_FALSE(detail::parse_extensions("permessage-deflate; a=\"open", bad));
+  EXPECT_FALSE(detail::parse_extensions("permessage-deflate x", bad));
+}
+
+TEST(WebSocketDeflate, ServerNegotiation) {
+  Compression on{.enabled = true};
+  auto plain = detail::negotiate_deflate(extensions("permessage-deflate"), on);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->response, "permessage-deflate");
+  // What browsers offer.
+  auto browser =
+      detail::negotiate_deflate(extensions("permessage-deflate; client_max_window_bits"), on);
+  ASSERT_TRUE(browser);
+  EXPECT_EQ(browser->response, "permessage-deflate");
+  // The client's limits bind the server; the server's wishes go to the client.
+  Compression frugal{.enabled = true, .no_context_takeover = true, .peer_max_window_bits = 10};
+  auto limited = detail::negotiate_deflate(
+      extensions("permessage-deflate; server_max_window_bits=11; client_max_window_bits"), frugal);
+  ASSERT_TRUE(limited);
+  EXPECT_EQ(limited->response,
+            "permessage-deflate; server_no_context_takeover; server_max_window_bits=11; "
+            "client_max_window_bits=10");
+  EXPECT_EQ(limited->params.own_window_bits, 11);
+  EXPECT_EQ(limited->params.peer_window_bits, 10);
+  EXPECT_TRUE(limited->params.own_no_context_takeover);
+  // An offer it cannot take is passed over for the next one.
+  auto second = detail::negotiate_deflate(
+      extensions("permessage-deflate; server_max_window_bits=8, permessage-deflate; x=1, "
+                 "permessage-deflate; client_no_context_takeover"),
+      on);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->response, "permessage-deflate; client_no_context_takeover");
+  EXPECT_TRUE(second->params.peer_no_context_takeover);
+  EXPECT_FALSE(detail::negotiate_deflate(extensions("x-webkit-deflate-frame"), on));
+}
+
+TEST(WebSocketDeflate, ClientChecksTheAnswer) {
+  Compression on{.enabled = true};
+  EXPECT_EQ(detail::deflate_offer(on), "permessage-deflate; client_max_window_bits");
+  detail::DeflateParams p;
+  EXPECT_EQ(detail::accept_deflate_answer(
+                extensions("permessage-deflate; server_no_context_takeover; client_max_window_bits=9"),
+                on, p),
+            nullptr);
+  EXPECT_TRUE(p.peer_no_context_takeover);
+  EXPECT_EQ(p.own_window_bits, 9);
+  EXPECT_NE(detail::accept_deflate_answer(extensions("permessage-deflate; x=1"), on, p), nullptr);
+  EXPECT_NE(detail::accept_deflate_answer(extensions("permessage-deflate; client_max_window_bits=8"),
+                                          on, p),
+            nullptr);
+  EXPECT_NE(detail::accept_deflate_answer(extensions("other"), on, p), nullptr);
+  Compression strict{.enabled = true, .peer_no_context_takeover = true};
+  EXPECT_NE(detail::accept_deflate_answer(extensions("permessage-deflate"), strict, p), nullptr);
+}
+
+TEST(WebSocketDeflate, RoundTripsWithAndWithoutContextTakeover) {
+  const std::vector<std::string> messages = {"hello hello hello hello", "", std::string(100000, 'z'),
+                                             "hello hello again", "", "x"};
+  for (bool no_context : {false, true}) {
+    for (int bits : {9, 12, 15}) {
+      detail::Deflater deflater(1, bits, no_context);
+      detail::Inflater inflater(bits, no_context);
+      for (const std::string& m : messages) {
+        std::string compressed, out;
+        ASSERT_TRUE(deflater.compress(m, true, compressed));
+        ASSERT_EQ(inflater.decompress(compressed, 1 << 20, out), detail::Inflater::Result::ok);
+        ASSERT_EQ(out, m) << "bits " << bits << " no_context " << no_context;
+      }
+      // A message in three pieces, as a MessageWriter sends it.
+      std::string a, b, c, all, out;
+      ASSERT_TRUE(deflater.compress("first piece, ", false, a));
+      ASSERT_TRUE(deflater.compress("second piece", false, b));
+      ASSERT_TRUE(deflater.compress("", true, c));
+      all = a + b + c;
+      ASSERT_EQ(inflater.decompress(all, 1 << 20, out), detail::Inflater::Result::ok);
+      EXPECT_EQ(out, "first piece, second piece");
+    }
+  }
+  detail::Deflater deflater(1, 15, false);
+  detail::Inflater inflater(15, false);
+  std::string bomb, out;
+  ASSERT_TRUE(deflater.compress(std::string(1 << 20, 'a'), true, bomb));
+  EXPECT_LT(bomb.size(), 5000u);
+  EXPECT_EQ(inflater.decompress(bomb, 1000, out), detail::Inflater::Result::too_big);
+  EXPECT_LE(out.size(), 1001u);
+  detail::Inflater fresh(15, false);
+  out.clear();
+  EXPECT_EQ(fresh.decompress("\xff\xff\xff\xff", 1000, out), detail::Inflater::Result::corrupt);
+}
+
+// --- the handshake, through the server code without a network
+
+TEST(WebSocketHandshake, RefusalsNameTheProblem) {
+  namespace ht = httptest;
+  run(2, [] {
+    Handler h = echo_handler();
+    auto handshake = [](std::string_view method = "GET") {
+      return ht::new_request(method, "/ws")
+          .header("Upgrade", "websocket")
+          .header("Connection", "keep-alive, Upgrade")
+          .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+          .header("Sec-WebSocket-Version", "13");
+    };
+    ht::Recorded post = ht::record(h, handshake("POST"));
+    EXPECT_EQ(post.status, 405);
+    EXPECT_EQ(post.header("allow"), "GET");
+
+    ht::Recorded plain = ht::record(h, ht::new_request("GET", "/ws"));
+    EXPECT_EQ(plain.status, 426);
+    EXPECT_EQ(plain.header("upgrade"), "websocket");
+    EXPECT_NE(plain.body.find("WebSocket"), std::string::npos);
+
+    ht::Recorded version = ht::record(h, handshake().header("Sec-WebSocket-Version", "8"));
+    EXPECT_EQ(version.status, 426);
+    EXPECT_EQ(version.header("sec-websocket-version"), "13");
+
+    auto no_key = ht::new_request("GET", "/ws")
+                      .header("Upgrade", "websocket")
+                      .header("Connection", "Upgrade")
+                      .header("Sec-WebSocket-Version", "13");
+    EXPECT_EQ(ht::record(h, no_key).status, 400);
+    auto bad_key = ht::new_request("GET", "/ws")
+                       .header("Upgrade", "websocket")
+                       .header("Connection", "Upgrade")
+                       .header("Sec-WebSocket-Key", "short")
+                       .header("Sec-WebSocket-Version", "13");
+    ht::Recorded bad = ht::record(h, bad_key);
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_NE(bad.body.find("Sec-WebSocket-Key"), std::string::npos);
+
+    auto no_connection = ht::new_request("GET", "/ws")
+                             .header("Upgrade", "websocket")
+                             .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+                             .header("Sec-WebSocket-Version", "13");
+    EXPECT_EQ(ht::record(h, no_connection).status, 400);
+
+    ht::Recorded http10 = ht::record(h, handshake().version(1, 0));
+    EXPECT_EQ(http10.status, 400);
+
+    ht::Recorded cross = ht::record(h, handshake().header("Origin", "http://evil.example"));
+    EXPECT_EQ(cross.status, 403);
+
+    EXPECT_EQ(ht::record(h, handshake().header("Host", "example.com")
+                                .header("Origin", "http://evil.example.com")).status,
+              403);
+  });
+}
+
+// --- goro client and server together
+
+class WebSocketOnPs : public ::testing::TestWithParam<int> {};
+
+TEST_P(WebSocketOnPs, EchoesTextAndBinaryBothWays) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start(echo_handler());
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws) << ws.error().message();
+    EXPECT_EQ(ws->subprotocol(), "");
+    EXPECT_FALSE(ws->compression());
+    const std::string binary("\0\x01\xff\xfe", 4);
+    const std::string big(300000, 'q');
+    ASSERT_FALSE(ws->write_text("hello"));
+    ASSERT_FALSE(ws->write_binary(binary));
+    ASSERT_FALSE(ws->write_text(""));
+    ASSERT_FALSE(ws->write_text(big));
+    auto m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->type, MessageType::text);
+    EXPECT_EQ(m->data, "hello");
+    m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->type, MessageType::binary);
+    EXPECT_EQ(m->data, binary);
+    m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "");
+    m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, big);
+    EXPECT_FALSE(ws->close(4001, "done"));
+    EXPECT_EQ(ws->peer_close_code(), 4001);  // the server echoes the code
+    EXPECT_EQ(close_code_of(ws->read().error()), 4001);
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, FragmentedMessagesWithControlFramesBetweenThePieces) {
+  run(GetParam(), [] {
+    for (bool compress : {false, true}) {
+      AcceptOptions options;
+      options.compression.enabled = compress;
+      auto server = httptest::Server::start(echo_handler(options));
+      ASSERT_TRUE(server);
+      DialOptions dial_options;
+      dial_options.compression.enabled = compress;
+      auto ws = dial(ws_url(*server, "/ws"), dial_options);
+      ASSERT_TRUE(ws) << ws.error().message();
+      EXPECT_EQ(ws->compression(), compress);
+      std::string expected;
+      {
+        MessageWriter writer = ws->writer(MessageType::text);
+        for (int i = 0; i < 64; ++i) {
+          std::string piece = "piece " + std::to_string(i) + " ünïcødé " + std::string(1000, 'a' + i % 26);
+          expected += piece;
+          ASSERT_FALSE(writer.write(piece));
+          if (i % 16 == 0) {
+            ASSERT_FALSE(ws->ping("between pieces"));
+          }
+        }
+        ASSERT_FALSE(writer.close());
+      }
+      {
+        // A writer destroyed unfinished still ends its message.
+        MessageWriter writer = ws->writer(MessageType::binary);
+        ASSERT_FALSE(writer.write("first"));
+        ASSERT_FALSE(writer.write("second"));
+      }
+      auto m = ws->read();
+      ASSERT_TRUE(m) << m.error().message();
+      EXPECT_EQ(m->type, MessageType::text);
+      EXPECT_EQ(m->data, expected);
+      m = ws->read();
+      ASSERT_TRUE(m);
+      EXPECT_EQ(m->type, MessageType::binary);
+      EXPECT_EQ(m->data, "firstsecond");
+      EXPECT_FALSE(ws->close());
+      EXPECT_FALSE(server->close());
+    }
+  });
+}
+
+TEST_P(WebSocketOnPs, OneReaderAndSeveralWritersAtOnce) {
+  run(GetParam(), [] {
+    constexpr int kWriters = 4;
+    constexpr int kEach = 200;
+    AcceptOptions options;
+    options.compression.enabled = true;
+    auto server = httptest::Server::start(echo_handler(options));
+    ASSERT_TRUE(server);
+    DialOptions dial_options;
+    dial_options.compression.enabled = true;
+    dial_options.compression.min_size = 16;
+    auto ws = dial(ws_url(*server, "/ws"), dial_options);
+    ASSERT_TRUE(ws);
+    goro::WaitGroup writers;
+    std::atomic<int> write_failures{0};
+    for (int w = 0; w < kWriters; ++w) {
+      writers.add(1);
+      goro::go([&, w] {
+        for (int i = 0; i < kEach; ++i) {
+          const std::string m = std::to_string(w) + ":" + std::to_string(i) + ":" +
+                                std::string(static_cast<std::size_t>(i % 50) * 40, 'x');
+          if (i % 10 == 0) {
+            MessageWriter writer = ws->writer(MessageType::text);
+            if (writer.write(m.substr(0, m.size() / 2)) || writer.write(m.substr(m.size() / 2)) ||
+                writer.close())
+              write_failures.fetch_add(1);
+          } else if (ws->write_text(m)) {
+            write_failures.fetch_add(1);
+          }
+          if (i % 25 == 0 && ws->ping()) write_failures.fetch_add(1);
+        }
+        writers.done();
+      });
+    }
+    // Each writer's messages come back whole and in that writer's order.
+    std::vector<int> next(kWriters, 0);
+    for (int received = 0; received < kWriters * kEach; ++received) {
+      auto m = ws->read();
+      ASSERT_TRUE(m) << m.error().message();
+      const std::size_t colon = m->data.find(':');
+      const int w = std::stoi(m->data.substr(0, colon));
+      const int i = std::stoi(m->data.substr(colon + 1));
+      ASSERT_EQ(i, next[w]) << "writer " << w;
+      ASSERT_EQ(m->data.size(), m->data.find(':', colon + 1) + 1 + static_cast<std::size_t>(i % 50) * 40);
+      ++next[w];
+    }
+    writers.wait();
+    EXPECT_EQ(write_failures.load(), 0);
+    EXPECT_FALSE(ws->close());
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, CloseWhileAnotherGoroutineReads) {
+  run(GetParam(), [] {
+    goro::Chan<std::error_code> ended(1);
+    auto server = httptest::Server::start(echo_handler({}, &ended));
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    goro::Chan<std::error_code> read_result(1);
+    goro::go([&] {
+      Message m;
+      std::error_code ec;
+      while (!(ec = ws->read(m))) {
+      }
+      read_result.send(ec);
+    });
+    ASSERT_FALSE(ws->write_text("one"));
+    goro::sleep(20ms);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(ws->close(close_code::going_away, "leaving"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+    // The reader sees the server's answer; the server saw the client's code and reason.
+    EXPECT_EQ(close_code_of(*read_result.recv()), close_code::going_away);
+    std::error_code server_side = *ended.recv();
+    EXPECT_EQ(close_code_of(server_side), close_code::going_away);
+    EXPECT_EQ(ws->close(), make_error_code(errc::closed));
+    EXPECT_EQ(ws->write_text("late"), make_error_code(errc::closed));
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, ServerClosesWithACodeAndReason) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start([](Request& req, ResponseWriter& w) {
+      auto ws = accept(req, w);
+      if (!ws) return;
+      (void)ws->write_text("last words");
+      (void)ws->close(4403, "not allowed");
+    });
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    auto m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "last words");
+    m = ws->read();
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::error_code(4403, close_category()));
+    EXPECT_EQ(close_code_of(m.error()), 4403);
+    EXPECT_EQ(ws->peer_close_reason(), "not allowed");
+    EXPECT_NE(m.error().message().find("4403"), std::string::npos);
+    // Every later read says the same.
+    EXPECT_EQ(ws->read().error(), m.error());
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, ReadsGiveUpOnDeadlinesAndContextsAndCanGoOn) {
+  run(GetParam(), [] {
+    goro::Chan<int> go_on(1);
+    auto server = httptest::Server::start([&](Request& req, ResponseWriter& w) {
+      auto ws = accept(req, w);
+      if (!ws) return;
+      go_on.recv();
+      (void)ws->write_text("after the deadline");
+      go_on.recv();
+      (void)ws->write_text("after the cancel");
+      (void)ws->read();
+    });
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    ws->set_read_deadline(net::deadline_after(50ms));
+    auto m = ws->read();
+    ASSERT_FALSE(m);
+    EXPECT_TRUE(net::is_timeout(m.error()));
+    ws->set_read_deadline(net::no_deadline);
+    go_on.send(1);
+    m = ws->read();
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data, "after the deadline");
+
+    auto [ctx, cancel] = goro::with_cancel(goro::background());
+    goro::go([cancel = cancel] {
+      goro::sleep(30ms);
+      cancel();
+    });
+    m = ws->read(ctx);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), goro::context_errc::canceled);
+    go_on.send(1);
+    m = ws->read();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "after the cancel");
+    EXPECT_FALSE(ws->close());
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, SubprotocolsAreChosenInTheServersOrder) {
+  run(GetParam(), [] {
+    AcceptOptions options;
+    options.subprotocols = {"chat.v2", "chat"};
+    auto server = httptest::Server::start([options](Request& req, ResponseWriter& w) {
+      auto ws = accept(req, w, options);
+      if (!ws) return;
+      (void)ws->write_text(ws->subprotocol());
+      (void)ws->read();
+    });
+    ASSERT_TRUE(server);
+    DialOptions both;
+    both.subprotocols = {"chat", "chat.v2"};
+    auto ws = dial(ws_url(*server, "/ws"), both);
+    ASSERT_TRUE(ws);
+    EXPECT_EQ(ws->subprotocol(), "chat.v2");
+    EXPECT_EQ(ws->read()->data, "chat.v2");
+    (void)ws->close();
+    DialOptions other;
+    other.subprotocols = {"mqtt"};
+    auto none = dial(ws_url(*server, "/ws"), other);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->subprotocol(), "");
+    EXPECT_EQ(none->read()->data, "");
+    (void)none->close();
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, CompressionSettingsOnEitherSideInteroperate) {
+  run(GetParam(), [] {
+    const std::string text = [] {
+      std::string s;
+      for (int i = 0; i < 2000; ++i) s += "the quick brown fox " + std::to_string(i % 7) + " ";
+      return s;
+    }();
+    const Compression settings[] = {
+        {.enabled = true},
+        {.enabled = true, .no_context_takeover = true},
+        {.enabled = true, .max_window_bits = 9, .peer_no_context_takeover = true},
+        {.enabled = true, .level = 9, .min_size = 0, .peer_max_window_bits = 10},
+    };
+    for (const Compression& server_side : settings) {
+      for (const Compression& client_side : settings) {
+        AcceptOptions options;
+        options.compression = server_side;
+        auto server = httptest::Server::start(echo_handler(options));
+        ASSERT_TRUE(server);
+        DialOptions dial_options;
+        dial_options.compression = client_side;
+        auto ws = dial(ws_url(*server, "/ws"), dial_options);
+        ASSERT_TRUE(ws) << ws.error().message();
+        ASSERT_TRUE(ws->compression());
+        for (int i = 0; i < 3; ++i) {
+          ASSERT_FALSE(ws->write_text(text));
+          ASSERT_FALSE(ws->write_text("short"));
+          ASSERT_FALSE(ws->write_binary(""));
+          EXPECT_EQ(ws->read()->data, text);
+          EXPECT_EQ(ws->read()->data, "short");
+          EXPECT_EQ(ws->read()->data, "");
+        }
+        EXPECT_FALSE(ws->close());
+        EXPECT_FALSE(server->close());
+      }
+    }
+  });
+}
+
+TEST_P(WebSocketOnPs, DialRefusedByAPlainHttpRoute) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start([](Request& req, ResponseWriter& w) {
+      if (req.path() == "/ws") {
+        auto ws = accept(req, w);
+        return;
+      }
+      w.text("not here\n", 404);
+    });
+    ASSERT_TRUE(server);
+    ClientResponse answer;
+    auto ws = dial(ws_url(*server, "/elsewhere"), {}, &answer);
+    ASSERT_FALSE(ws);
+    EXPECT_EQ(ws.error(), errc::bad_handshake);
+    EXPECT_EQ(answer.status, 404);
+    EXPECT_EQ(answer.body, "not here\n");
+    DialOptions cross;
+    cross.headers.set("Origin", "http://evil.example");
+    ws = dial(ws_url(*server, "/ws"), cross, &answer);
+    EXPECT_EQ(ws.error(), errc::bad_handshake);
+    EXPECT_EQ(answer.status, 403);
+    EXPECT_EQ(dial("ftp://127.0.0.1/").error(), http::errc::bad_url);
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketOnPs, ShutdownLetsHandlersSayGoingAway) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start([](Request& req, ResponseWriter& w) {
+      auto ws = accept(req, w);
+      if (!ws) return;
+      // Reading under the shutdown context: a shutdown ends the read, and the handler
+      // says goodbye instead of holding the shutdown to its deadline.
+      const Context stopping = shutdown_context(req);
+      Message m;
+      while (!ws->read(m, stopping)) (void)ws->write(m.type, m.data);
+      if (stopping.cancelled()) (void)ws->close(close_code::going_away, "server shutting down");
+    });
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    ASSERT_FALSE(ws->write_text("ping"));
+    EXPECT_EQ(ws->read()->data, "ping");
+    goro::Chan<std::error_code> read_result(1);
+    goro::go([&] { read_result.send(ws->read().error()); });
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(server->close(5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+    EXPECT_EQ(close_code_of(*read_result.recv()), close_code::going_away);
+    EXPECT_EQ(ws->peer_close_reason(), "server shutting down");
+  });
+}
+
+TEST_P(WebSocketOnPs, SecureWebSocketOverTls) {
+  net::testing::TestPki pki;
+  const net::TlsCertificate leaf = pki.leaf("localhost", {"localhost"});
+  run(GetParam(), [&] {
+    httptest::StartOptions start;
+    start.tls = leaf;
+    start.client.ca_file = pki.ca_file();
+    auto server = httptest::Server::start(echo_handler(), start);
+    ASSERT_TRUE(server) << server.error().message();
+    DialOptions options;
+    options.ca_file = pki.ca_file();
+    options.compression.enabled = true;
+    auto ws = dial(ws_url(*server, "/ws"), options);
+    ASSERT_TRUE(ws) << ws.error().message();
+    ASSERT_FALSE(ws->write_text("over TLS"));
+    EXPECT_EQ(ws->read()->data, "over TLS");
+    EXPECT_FALSE(ws->close());
+    DialOptions untrusted;
+    EXPECT_FALSE(dial(ws_url(*server, "/ws"), untrusted));
+    EXPECT_FALSE(server->close());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ps, WebSocketOnPs, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+// --- the server against a raw client
+
+class WebSocketWire : public ::testing::TestWithParam<int> {};
+
+// The server's answer to a broken client: a close frame with code, then the end of the
+// stream; the handler's read fails with `expected`.
+void expect_failed(int procs, const std::string& frames, std::uint16_t code,
+                   std::error_code expected) {
+  run(procs, [&] {
+    goro::Chan<std::error_code> ended(1);
+    AcceptOptions options;
+    options.max_message_size = 1024;
+    auto server = httptest::Server::start(echo_handler(options, &ended));
+    ASSERT_TRUE(server);
+    auto raw = RawClient::connect(server->addr());
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE(raw->send(frames));
+    std::optional<RawClient::Frame> f;
+    while ((f = raw->read_frame()) && f->header.opcode != opcode::close) {
+    }
+    ASSERT_TRUE(f) << "no close frame";
+    EXPECT_FALSE(f->header.masked);
+    ASSERT_GE(f->payload.size(), 2u);
+    EXPECT_EQ((static_cast<unsigned char>(f->payload[0]) << 8) | static_cast<unsigned char>(f->payload[1]),
+              code);
+    EXPECT_TRUE(raw->reaches_end());
+    EXPECT_EQ(*ended.recv(), expected);
+    EXPECT_FALSE(server->close());
+  });
+}
+
+TEST_P(WebSocketWire, UnmaskedFrameIsAProtocolError) {
+  expect_failed(GetParam(), frame(opcode::text, "hi", true, false), 1002,
+                make_error_code(errc::protocol_error));
+}
+
+TEST_P(WebSocketWire, InvalidUtf8IsRefusedWith1007) {
+  expect_failed(GetParam(), frame(opcode::text, "caf\xc3") + frame(opcode::text, "x"), 1007,
+                make_error_code(errc::invalid_utf8));
+}
+
+TEST_P(WebSocketWire, OversizeMessageIsRefusedWith1009BeforeItArrives) {
+  // Only the header of a 1 MiB frame is sent: the limit is checked on the header.
+  std::string header = frame(opcode::binary, std::string(1 << 20, 'x')).substr(0, 14);
+  expect_failed(GetParam(), header, 1009, make_error_code(errc::message_too_big));
+}
+
+TEST_P(WebSocketWire, OversizeFragmentsAreRefusedWith1009) {
+  expect_failed(GetParam(),
+                frame(opcode::binary, std::string(800, 'x'), false) +
+                    frame(opcode::continuation, std::string(800, 'x')),
+                1009, make_error_code(errc::message_too_big));
+}
+
+TEST_P(WebSocketWire, PingsAreAnsweredWithTheirPayloadAndEarlyBytesAreRead) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start(echo_handler());
+    ASSERT_TRUE(server);
+    // The first frames travel with the handshake, before the 101 has been read.
+    auto raw = RawClient::connect(server->addr(), frame(opcode::ping, "are you there?") +
+                                                      frame(opcode::text, "early"));
+    ASSERT_TRUE(raw);
+    auto pong = raw->read_frame();
+    ASSERT_TRUE(pong);
+    EXPECT_EQ(pong->header.opcode, opcode::pong);
+    EXPECT_EQ(pong->payload, "are you there?");
+    auto echo = raw->read_frame();
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(echo->header.opcode, opcode::text);
+    EXPECT_EQ(echo->payload, "early");
+    // A pong in the middle of a fragmented message, and an unsolicited pong, change nothing.
+    ASSERT_TRUE(raw->send(frame(opcode::text, "frag", false) + frame(opcode::ping, "mid") +
+                          frame(opcode::pong, "unasked") + frame(opcode::continuation, "mented")));
+    pong = raw->read_frame();
+    ASSERT_TRUE(pong);
+    EXPECT_EQ(pong->payload, "mid");
+    echo = raw->read_frame();
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(echo->payload, "fragmented");
+    // The close handshake: the server echoes the code, then ends the stream.
+    ASSERT_TRUE(raw->send(frame(opcode::close, close_payload(1000, "bye"))));
+    auto close = raw->read_frame();
+    ASSERT_TRUE(close);
+    EXPECT_EQ(close->header.opcode, opcode::close);
+    EXPECT_EQ(close->payload.substr(0, 2), close_payload(1000));
+    EXPECT_TRUE(raw->reaches_end());
+    EXPECT_FALSE(server->close());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ps, WebSocketWire, ::testing::Values(1, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+}  // namespace
+}  // namespace goro::http::websocket
