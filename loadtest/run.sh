@@ -474,7 +474,7 @@ fi
 step_seconds() {
   case "$1" in
     handoff | preempt) echo $((warmup + 2 * duration + 2)) ;;
-    idle | idle-ws) echo $((warmup + 5)) ;;
+    idle | idle-ws) echo $((warmup + 7)) ;;
     *) echo $((warmup + duration + 1)) ;;
   esac
 }
@@ -572,7 +572,10 @@ for entry in "${steps[@]}"; do
       kill -0 "$idle_pid" 2>/dev/null || break
       sleep 0.1
     done
-    sleep "$settle"
+    # Measured after 3 s without traffic, as the connections of a keep-alive pool sit
+    # between requests: goro gives an idle connection's buffers and stack pages back
+    # after 1 s idle (docs/design.md), the other servers keep what they hold.
+    sleep 3
     rss_after=$(rss_kib "$server_pid")
     kill -TERM "$idle_pid" 2>/dev/null || true
     wait "$idle_pid" 2>/dev/null || true

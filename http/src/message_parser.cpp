@@ -69,7 +69,17 @@ MessageParser::MessageParser(Mode mode, ParserLimits limits, std::size_t initial
   parser_.data = this;
 }
 
+void MessageParser::release_buffer() noexcept {
+  if (end_ != 0 || !in_head_) return;
+  buffer_.reset();
+  capacity_ = 0;
+}
+
 std::span<char> MessageParser::read_space() {
+  if (!buffer_) {
+    buffer_.reset(new char[initial_capacity_]);
+    capacity_ = initial_capacity_;
+  }
   if (!in_head_ && !message_complete_ && available() == 0 && parse_pos_ == end_) {
     // Every body byte received so far was taken: reuse the body window from its start.
     body_read_ = body_write_ = parse_pos_ = end_ = body_start_;

@@ -85,6 +85,9 @@ class MessageParser {
   // Free space for the next read; never empty (the buffer grows while a head is parsed,
   // and in the body phase the space is reclaimed once every decoded byte is taken).
   std::span<char> read_space();
+  // Frees the buffer while it holds nothing (between messages, nothing pipelined):
+  // an idle keep-alive connection need not hold it. The next read_space() makes it again.
+  void release_buffer() noexcept;
   // Records that n bytes were read into read_space().
   void commit(std::size_t n) noexcept { end_ += n; }
   // Raw bytes received and not yet parsed (a pipelined next message, a partial head).

@@ -35,6 +35,7 @@
 #include <goro/net/conn.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
@@ -88,6 +89,9 @@ constexpr auto kLingerTime = std::chrono::milliseconds(500);
 constexpr std::size_t kLingerBytes = 256 * 1024;
 // Write deadline for error responses when no write_timeout is configured.
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
+// How long a keep-alive connection waits for its next request before it gives back its
+// buffers and unused stack pages (wait_idle).
+constexpr std::chrono::nanoseconds kIdleRelease = std::chrono::seconds(1);
 
 net::Deadline deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
@@ -150,6 +154,7 @@ class ServerConn final : public BodySource, public ResponseSink {
  private:
   bool set_idle(bool idle);
   bool read_head(bool first);
+  Result<std::size_t> wait_idle();
   void serve_request();
   void handler_failed(const char* what);
   void respond_error(int status, std::string_view message, bool head_known = false);
@@ -229,6 +234,34 @@ void ServerConn::serve() {
   }
 }
 
+// Reads the first bytes of the next request on an idle keep-alive connection, waiting
+// at most idle_timeout. A connection still idle after kIdleRelease gives back what it
+// need not hold while it waits (the read buffer, the response buffers, the pages its
+// goroutine's stack touched below this frame), then waits on for one byte read onto the
+// stack: a busy connection never pays for that, an idle one holds little more than its
+// goroutine's top stack page and this object.
+Result<std::size_t> ServerConn::wait_idle() {
+  const std::chrono::nanoseconds idle = server_->options.idle_timeout;
+  const bool release = idle.count() <= 0 || idle > kIdleRelease;
+  set_read_deadline(deadline_in(release ? kIdleRelease : idle));
+  std::span<char> space = parser_.read_space();
+  Result<std::size_t> n = stream_->read(space.data(), space.size());
+  if (n || !release || !net::is_timeout(n.error())) return n;
+  parser_.release_buffer();
+  out_ = std::string();
+  scratch_ = std::string();
+  ResponseAccess::release_buffers(writer_);
+  goro::detail::release_unused_stack();
+  // The full idle_timeout, counted from the start of the wait.
+  set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - kIdleRelease) : net::no_deadline);
+  char first;
+  n = stream_->read(&first, 1);
+  if (!n || *n == 0) return n;
+  space = parser_.read_space();
+  space[0] = first;
+  return std::size_t{1};
+}
+
 // Waits for and parses the next request head. Returns false when the connection ends
 // (the peer closed, a timeout, an error already answered, shutdown).
 bool ServerConn::read_head(bool first) {
@@ -246,13 +279,18 @@ bool ServerConn::read_head(bool first) {
       return false;
     }
     if (flush_out()) return false;
-    if (!deadline_set) {
-      set_read_deadline(
-          deadline_in(waiting_idle && !first ? options.idle_timeout : options.read_header_timeout));
+    Result<std::size_t> n{std::size_t{0}};
+    if (!deadline_set && waiting_idle && !first) {
+      n = wait_idle();
       deadline_set = true;
+    } else {
+      if (!deadline_set) {
+        set_read_deadline(deadline_in(options.read_header_timeout));
+        deadline_set = true;
+      }
+      std::span<char> space = parser_.read_space();
+      n = stream_->read(space.data(), space.size());
     }
-    std::span<char> space = parser_.read_space();
-    Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n) {
       if (net::is_timeout(n.error()) && parser_.head_started()) {
         respond_error(status::request_timeout, "timed out reading the request head");

@@ -1,5 +1,9 @@
 #include "stack.hpp"
 
+#include <goro/scheduler/detail/runtime.hpp>
+
+#include "sched.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -115,6 +119,21 @@ void stack_free(const Stack& s) {
   forget_poison(s.map_base, s.map_size);
   munmap(s.map_base, s.map_size);
   guarded_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::size_t release_unused_stack() noexcept {
+  G* g = current_g();
+  if (g == nullptr) return 0;
+  const std::size_t page = page_size();
+  // Below this frame, with room for madvise's own frames and a signal's below that:
+  // they run on this stack while it is released.
+  char here;
+  const auto top = reinterpret_cast<std::uintptr_t>(&here) - 8 * 1024;
+  const auto lo = reinterpret_cast<std::uintptr_t>(g->stack.lo);
+  const std::uintptr_t end = top & ~(page - 1);
+  if (end <= lo) return 0;
+  if (madvise(g->stack.lo, end - lo, MADV_DONTNEED) != 0) return 0;
+  return end - lo;
 }
 
 void stack_release_all() {

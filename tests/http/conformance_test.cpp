@@ -639,6 +639,52 @@ TEST(ConformanceTimeouts, IdleConnectionClosedSilently) {
   EXPECT_TRUE(c.pending().empty());
 }
 
+// Idle past the moment the connection gives back its buffers and stack pages (1 s):
+// the next request, split over two writes, and a pipelined pair after it are served;
+// the idle timeout still counts from the start of the wait.
+TEST(ConformanceTimeouts, LongIdleConnectionServesItsNextRequestsAndStillTimesOut) {
+  ServerOptions o;
+  o.idle_timeout = 1800ms;
+  TestServer server(handler, o);
+  RawConn c(server.port());
+  c.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(c.read_response());
+  std::this_thread::sleep_for(1300ms);
+  c.send("GET /sec");
+  std::this_thread::sleep_for(50ms);
+  c.send("ond HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto second = c.read_response();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200);
+  std::this_thread::sleep_for(1200ms);
+  c.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto a = c.read_response();
+  auto b = c.read_response();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(b->status, 200);
+  const auto idle_from = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer(4000));
+  const auto idle_for = std::chrono::steady_clock::now() - idle_from;
+  EXPECT_GT(idle_for, 1500ms) << "closed before idle_timeout";
+  EXPECT_LT(idle_for, 3000ms);
+  EXPECT_TRUE(c.pending().empty());
+}
+
+// A shutdown finds a connection idle for long (its buffers given back) idle, and closes it.
+TEST(GracefulShutdown, ClosesAConnectionIdleForLong) {
+  ServerOptions o;
+  TestServer server(handler, o);
+  RawConn idle(server.port());
+  idle.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(idle.read_response());
+  std::this_thread::sleep_for(1200ms);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(server.stop(3000ms));
+  EXPECT_TRUE(idle.closed_by_peer(1000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms);
+}
+
 TEST(ConformanceTimeouts, ReadBodyTimeout) {
   ServerOptions o;
   o.read_body_timeout = 200ms;
