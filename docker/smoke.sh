@@ -118,6 +118,12 @@ for path in /plaintext /healthz; do
     failed "GET $path"
   fi
 done
+if metrics=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/metrics"); then
+  echo "GET /metrics -> $(printf '%s\n' "$metrics" | grep -cv '^#') samples, $(printf '%s\n' "$metrics" | grep -E '^goro_goroutines ')"
+  printf '%s\n' "$metrics" | grep -q '^goro_goroutines ' || failed "/metrics has no goro_goroutines"
+else
+  failed "GET /metrics"
+fi
 user=$(podman exec "$name" id -u 2>/dev/null || echo '?')
 echo "container user id: $user"
 [ "$user" != 0 ] && [ "$user" != '?' ] || failed "the server runs as root (uid $user)"
@@ -158,6 +164,22 @@ echo "stop took ${stop_ms} ms (grace ${grace} s), exit code $code;" \
 [ "${handled:-x}" = "${received:-y}" ] ||
   failed "goro-demo handled ${handled:-?} requests, wrk received ${received:-?} responses"
 [ "${cut:-x}" = 0 ] || failed "${cut:-?} requests were cut off"
+
+# ---- 4. SIGQUIT: every goroutine's stack on stderr, exit 2 (as Go) ---------------------
+echo "== goroutine dump: podman kill --signal QUIT"
+podman rm -f "$name" >/dev/null 2>&1 || true
+run_container "$up" --no-healthcheck >/dev/null
+wait_listening || failed "the third container never accepted a connection"
+podman kill --signal QUIT "$name" >/dev/null
+podman wait "$name" >/dev/null 2>&1 || true
+code=$(podman inspect -f '{{.State.ExitCode}}' "$name")
+dump=$(podman logs "$name" 2>&1)
+printf '%s\n' "$dump" | head -n 12 | sed 's/^/  goro-demo: /'
+podman rm -f "$name" >/dev/null
+[ "$code" = 2 ] || failed "exit code $code after SIGQUIT, not 2"
+printf '%s\n' "$dump" | grep -qE '^goroutine 1 \[' || failed "no 'goroutine 1 [' in the dump"
+# libunwind8 is in the image and the symbol table kept: frames are named.
+printf '%s\n' "$dump" | grep -q '^goro::' || failed "the dump's frames are not named"
 
 echo "== smoke: $([ "$fail" = 0 ] && echo PASSED || echo FAILED) in $((SECONDS - start)) s:" \
   "stop under load ${stop_ms} ms, exit $code, ${handled:-?} requests handled = ${received:-?} received"
