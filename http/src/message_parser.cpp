@@ -62,7 +62,7 @@ const llhttp_settings_t MessageParser::settings_ = [] {
 MessageParser::MessageParser(Mode mode, ParserLimits limits, std::size_t initial_capacity)
     : mode_(mode),
       limits_(limits),
-      buffer_(new char[initial_capacity]),
+      buffer_(make_buffer(initial_capacity)),
       initial_capacity_(initial_capacity),
       capacity_(initial_capacity) {
   llhttp_init(&parser_, mode == Mode::request ? HTTP_REQUEST : HTTP_RESPONSE, &settings_);
@@ -71,13 +71,13 @@ MessageParser::MessageParser(Mode mode, ParserLimits limits, std::size_t initial
 
 void MessageParser::release_buffer() noexcept {
   if (end_ != 0 || !in_head_) return;
-  buffer_.reset();
+  release_buffer_memory(buffer_);
   capacity_ = 0;
 }
 
 std::span<char> MessageParser::read_space() {
   if (!buffer_) {
-    buffer_.reset(new char[initial_capacity_]);
+    buffer_ = make_buffer(initial_capacity_);
     capacity_ = initial_capacity_;
   }
   if (!in_head_ && !message_complete_ && available() == 0 && parse_pos_ == end_) {
@@ -99,7 +99,7 @@ std::span<char> MessageParser::read_space() {
 
 void MessageParser::grow(std::size_t min_free) {
   std::size_t new_capacity = std::max(capacity_ * 2, end_ + min_free);
-  std::unique_ptr<char[]> bigger(new char[new_capacity]);
+  Buffer bigger = make_buffer(new_capacity);
   std::memcpy(bigger.get(), buffer_.get(), end_);
   buffer_ = std::move(bigger);
   capacity_ = new_capacity;
@@ -490,7 +490,7 @@ std::size_t MessageParser::skip(std::size_t n) noexcept {
 void MessageParser::next_message() {
   std::size_t left = end_ - parse_pos_;
   if (capacity_ >= kShrinkAbove && left <= initial_capacity_) {
-    std::unique_ptr<char[]> smaller(new char[initial_capacity_]);
+    Buffer smaller = make_buffer(initial_capacity_);
     std::memcpy(smaller.get(), buffer_.get() + parse_pos_, left);
     buffer_ = std::move(smaller);
     capacity_ = initial_capacity_;

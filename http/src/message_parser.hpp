@@ -30,6 +30,8 @@
 
 #include <goro/http/headers.hpp>
 
+#include "page_pool.hpp"
+
 namespace goro::http::detail {
 
 // RFC 9110 5.6.2: a token (a method, a field name) is one or more tchars.
@@ -201,7 +203,7 @@ class MessageParser {
   Mode mode_;
   ParserLimits limits_;
   llhttp_t parser_;
-  std::unique_ptr<char[]> buffer_;
+  Buffer buffer_;  // from the page pool at the usual 4 KiB (release_buffer)
   std::size_t initial_capacity_;
   std::size_t capacity_;
   std::size_t end_ = 0;
