@@ -270,6 +270,10 @@ bool ServerConn::read_head(bool first) {
   if (waiting_idle && !set_idle(true)) return false;
   // Set before the first read: a pipelined head that is already buffered needs none.
   bool deadline_set = false;
+  // The head's deadline, counted from its first byte after an idle wait: given to the
+  // stream only if the head needs another read (it seldom does), so that a request
+  // whose head comes in one piece changes the stream's deadline once, for the wait.
+  std::optional<net::Deadline> head_deadline;
   for (;;) {
     ParseStatus parsed = parser_.parse_head();
     if (parsed == ParseStatus::complete) break;
@@ -287,6 +291,9 @@ bool ServerConn::read_head(bool first) {
       if (!deadline_set) {
         set_read_deadline(deadline_in(options.read_header_timeout));
         deadline_set = true;
+      } else if (head_deadline) {
+        set_read_deadline(*head_deadline);
+        head_deadline.reset();
       }
       std::span<char> space = parser_.read_space();
       n = stream_->read(space.data(), space.size());
@@ -307,7 +314,7 @@ bool ServerConn::read_head(bool first) {
       // connection close without an answer, as when it lost the race to an idle close).
       waiting_idle = false;
       if (!set_idle(false)) return false;
-      if (!first) set_read_deadline(deadline_in(options.read_header_timeout));
+      if (!first) head_deadline = deadline_in(options.read_header_timeout);
     }
   }
   if (waiting_idle && !set_idle(false)) return false;
@@ -328,7 +335,9 @@ void ServerConn::serve_request() {
   close_after_ = false;
   handler_done_ = false;
   body_error_ = {};
-  set_read_deadline(deadline_in(options.read_body_timeout));
+  // A body still to come gets its own limit; a request without one leaves the deadline
+  // alone (nothing reads until the next head, which sets its own).
+  if (!parser_.message_complete()) set_read_deadline(deadline_in(options.read_body_timeout));
   set_write_deadline(deadline_in(options.write_timeout));
 
   if (request_.target() == "*") {
