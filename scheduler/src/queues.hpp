@@ -100,6 +100,22 @@ inline void mput(M* m) {
   sched.nmidle++;
 }
 
+// Whether m is on the idle list; takes it off. (lock)
+inline bool midle_contains(const M* m) {
+  for (const M* it = sched.midle; it != nullptr; it = it->link)
+    if (it == m) return true;
+  return false;
+}
+inline void midle_remove(M* m) {
+  for (M** at = &sched.midle; *at != nullptr; at = &(*at)->link) {
+    if (*at == m) {
+      *at = m->link;
+      sched.nmidle--;
+      return;
+    }
+  }
+}
+
 // Takes an idle M, or nullptr. (lock)
 inline M* mget() {
   M* m = sched.midle;

@@ -161,6 +161,10 @@ struct M {
   // nice), 0 when it was not lowered.
   volatile sig_atomic_t hog_saved_prio = 0;
   std::atomic<bool> exited{false};  // read by run_main's shutdown
+  // Set by stopm when this M, idle for sched.idle_m_timeout, left the idle list to exit;
+  // retired once its thread is detached and gone (sched.lock): its M is then reused.
+  bool retiring = false;
+  bool retired = false;
   void* sigstack = nullptr;
   const char* g0_stack_lo = nullptr;  // for ASan's fiber annotations
   std::size_t g0_stack_size = 0;
@@ -288,8 +292,11 @@ struct Sched {
   std::atomic<std::int32_t> nmspinning{0};
   std::atomic<std::int32_t> nmsys{0};  // Ms inside a blocking call
   std::vector<M*> all_m;               // (lock) every M ever created
-  std::atomic<int> mcount{0};
+  std::vector<M*> m_retired;           // (lock) Ms whose thread exited idle, for reuse
+  std::atomic<int> mcount{0};          // Ms with a thread now
   int max_m = 10000;
+  M* m0 = nullptr;                     // goro::run's own thread: never retires
+  std::int64_t idle_m_timeout = 0;     // ns an idle M waits before it exits; 0: never
 
   int gomaxprocs = 0;
   std::vector<P*> all_p;

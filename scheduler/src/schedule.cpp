@@ -401,7 +401,7 @@ void execute(M* m, G* g, bool inherit) {
 
 void schedule_loop(M* m) {
   for (;;) {
-    if (sched.exiting.load(std::memory_order_relaxed)) return;
+    if (sched.exiting.load(std::memory_order_relaxed) || m->retiring) return;
     if (m->p == nullptr) {
       stopm(m);
       continue;

@@ -105,7 +105,10 @@ int run_main(std::function<int()> main_fn, Config config) {
   sched.nmspinning.store(0);
   sched.nmsys.store(0);
   sched.all_m.clear();
+  sched.m_retired.clear();
   sched.mcount.store(0);
+  sched.max_m = std::max(config.max_threads, procs + 1);
+  sched.idle_m_timeout = config.idle_thread_timeout.count() > 0 ? config.idle_thread_timeout.count() : 0;
   sched.gfree.clear();
   sched.gfree_count.store(0);
   sched.goid_gen.store(0);
@@ -151,6 +154,7 @@ int run_main(std::function<int()> main_fn, Config config) {
   m0->id = 0;
   m0->thread = pthread_self();
   sched.all_m.push_back(m0);
+  sched.m0 = m0;
   sched.mcount.store(1);
   setup_thread(m0);
   acquirep(m0, sched.all_p[0]);
@@ -200,8 +204,9 @@ int run_main(std::function<int()> main_fn, Config config) {
     timespec ts{0, 1'000'000};
     nanosleep(&ts, nullptr);
   }
+  // A retired M's thread was detached as it exited.
   for (M* m : sched.all_m)
-    if (m != m0) pthread_join(m->thread, nullptr);
+    if (m != m0 && !m->retired) pthread_join(m->thread, nullptr);
   teardown_thread(m0);
   trace_shutdown();
   netpoll_shutdown();

@@ -152,7 +152,7 @@ void schedtrace(std::int64_t now) {
 
 std::string schedtrace_line(std::int64_t now) {
   sched.lock.lock();
-  int threads = static_cast<int>(sched.all_m.size()) + 1;  // + sysmon
+  int threads = sched.mcount.load(std::memory_order_relaxed) + 1;  // + sysmon
   int idle_threads = sched.nmidle;
   int runqueue = sched.runq_size.load(std::memory_order_relaxed);
   sched.lock.unlock();

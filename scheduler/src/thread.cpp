@@ -5,6 +5,7 @@
 #include "thread.hpp"
 
 #include <cxxabi.h>
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "machine_context.hpp"
 #include "netpoll.hpp"
@@ -83,19 +85,33 @@ namespace {
 
 // Starts a new M that will run pp (spinning if asked).
 void newm(P* pp, bool spinning) {
-  M* m = new M();
-  m->nextp = pp;
-  m->spinning = spinning;
   sched.lock.lock();
-  if (static_cast<int>(sched.all_m.size()) >= sched.max_m) {
+  if (sched.mcount.load(std::memory_order_relaxed) >= sched.max_m) {
     sched.lock.unlock();
-    std::fprintf(stderr, "goro: fatal error: thread limit reached (%d Ms)\n", sched.max_m);
+    std::fprintf(stderr,
+                 "goro: fatal error: thread limit exceeded: %d threads (goro::Config::max_threads); "
+                 "too many goroutines are inside blocking calls at once\n",
+                 sched.max_m);
     std::abort();
   }
-  m->id = static_cast<int>(sched.all_m.size());
-  sched.all_m.push_back(m);
-  sched.lock.unlock();
+  M* m;
+  if (!sched.m_retired.empty()) {
+    // An M whose thread exited idle: made new in place, keeping its id (all_m's index).
+    m = sched.m_retired.back();
+    sched.m_retired.pop_back();
+    const int id = m->id;
+    m->~M();
+    m = ::new (m) M();
+    m->id = id;
+  } else {
+    m = new M();
+    m->id = static_cast<int>(sched.all_m.size());
+    sched.all_m.push_back(m);
+  }
+  m->nextp = pp;
+  m->spinning = spinning;
   sched.mcount.fetch_add(1, std::memory_order_relaxed);
+  sched.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 1024 * 1024);
@@ -125,7 +141,28 @@ void stopm(M* m) {
   mput(m);
   sched.lock.unlock();
   trace_event(TraceKind::m_park, 0, 0);
-  m->park.sleep();
+  if (m == sched.m0 || sched.idle_m_timeout == 0) {
+    m->park.sleep();
+  } else {
+    while (!m->park.sleep_for(sched.idle_m_timeout)) {
+      sched.lock.lock();
+      // Still idle (startm did not take it) with enough others idle: this M leaves.
+      // Taken meanwhile, its wake-up is on the way; else it keeps waiting.
+      const bool listed = midle_contains(m);
+      if (listed && !sched.exiting.load(std::memory_order_relaxed) &&
+          sched.nmidle > sched.gomaxprocs) {
+        midle_remove(m);
+        sched.lock.unlock();
+        m->retiring = true;
+        return;
+      }
+      sched.lock.unlock();
+      if (!listed) {
+        m->park.sleep();
+        break;
+      }
+    }
+  }
   if (m->nextp) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;
@@ -219,6 +256,18 @@ void mthread_main(M* m) {
   }
   schedule_loop(m);
   teardown_thread(m);
+  if (m->retiring) {
+    // The thread ends on its own; the next newm reuses this M. Nothing touches m after
+    // the unlock.
+    pthread_detach(pthread_self());
+    sched.lock.lock();
+    m->retired = true;
+    m->exited.store(true, std::memory_order_release);
+    sched.m_retired.push_back(m);
+    sched.mcount.fetch_sub(1, std::memory_order_relaxed);
+    sched.lock.unlock();
+    return;
+  }
   m->exited.store(true, std::memory_order_release);
 }
 

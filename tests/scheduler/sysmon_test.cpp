@@ -328,6 +328,57 @@ TEST(SysmonHandOff, ThreadsGoIdleAfterBurst) {
   EXPECT_GE(idle, threads - 1);
 }
 
+// Threads a burst left idle exit once idle_thread_timeout passes, down to GOMAXPROCS idle
+// ones; a second burst gets threads again (reusing the Ms), and they exit in turn.
+TEST(SysmonHandOff, IdleThreadsOfABurstExitAfterTheTimeout) {
+  int during = 0, after = 0, again = 0, after_again = 0;
+  double wall = 0;
+  goro::run(
+      [&] {
+        for (int round = 0; round < 2; ++round) {
+          std::atomic<int> peak{0};
+          goro::go([&] {
+            for (int i = 0; i < 20; ++i) {
+              peak.store(std::max(peak.load(), goro::detail::thread_count()));
+              goro::sleep(5ms);
+            }
+          });
+          blocking_burst(24, 100 * kMs, &wall);
+          (round == 0 ? during : again) = peak.load();
+          const std::int64_t until = nanotime() + 3000 * kMs;
+          while (goro::detail::thread_count() > 3 && nanotime() < until) goro::sleep(20ms);
+          (round == 0 ? after : after_again) = goro::detail::thread_count();
+        }
+      },
+      goro::Config{.maxprocs = 1, .idle_thread_timeout = 200ms});
+  std::printf("[figure] 24 x blocking(100 ms) on 1 P, threads idle 200 ms exit: %d threads in "
+              "the burst, %d after; again %d, then %d\n",
+              during, after, again, after_again);
+  EXPECT_GE(during, 10) << "the burst ran on threads of its own";
+  EXPECT_LE(after, 3) << "idle threads stayed";
+  EXPECT_GE(again, 10);
+  EXPECT_LE(after_again, 3);
+}
+
+// Past Config::max_threads the process ends with a message naming the limit.
+TEST(SysmonHandOffDeathTest, ThreadLimitIsAFatalErrorNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(goro::run(
+                   [] {
+                     goro::WaitGroup wg;
+                     wg.add(16);
+                     for (int i = 0; i < 16; ++i) {
+                       goro::go([&] {
+                         goro::blocking_long([] { os_sleep(300 * kMs); });
+                         wg.done();
+                       });
+                     }
+                     wg.wait();
+                   },
+                   goro::Config{.maxprocs = 1, .max_threads = 6}),
+               "thread limit exceeded: 6 threads");
+}
+
 // Short blocking calls take the fast path: the P stays with its thread.
 class SysmonFastPath : public WithProcs {};
 INSTANTIATE_TEST_SUITE_P(Procs, SysmonFastPath, ::testing::Values(1, 2, 4), goro_test::procs_name);

@@ -34,6 +34,13 @@ struct Config {
   // Virtual size of a goroutine stack when go() is not given one. Stacks are
   // committed lazily: a G costs the pages it touched.
   std::size_t stack_size = 256 * 1024;
+  // Most OS threads the runtime may have at once (Go's debug.SetMaxThreads, 10,000):
+  // past it, a blocking call that needs another thread ends the process with a fatal
+  // error naming the limit. Threads are made for goroutines inside blocking calls.
+  int max_threads = 10000;
+  // A thread idle this long, while more than GOMAXPROCS threads are idle, exits: a
+  // burst of blocking calls does not keep its threads forever. Zero: threads stay.
+  std::chrono::nanoseconds idle_thread_timeout = std::chrono::seconds(60);
 };
 
 namespace detail {
