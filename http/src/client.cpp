@@ -561,9 +561,18 @@ Result<ClientResponse> Client::Impl::follow_redirects(const ClientRequest& reque
     ClientRequest follow;
     follow.headers = previous.headers;
     follow.headers.remove("host");
-    if (s == 303 || ((s == 301 || s == 302) && previous.method == "POST")) {
-      follow.method = previous.method == "HEAD" ? "HEAD" : "GET";
-      follow.headers.remove("content-type");
+    if (s == 301 || s == 302 || s == 303) {
+      // Go's rule, which is what browsers do: any method but GET and HEAD becomes a
+      // GET, without the body or the headers that described it. 307 and 308 keep the
+      // method and the body (which the request holds, so it can be sent again).
+      const bool keep = previous.method == "GET" || previous.method == "HEAD";
+      follow.method = keep ? previous.method : "GET";
+      if (!keep) {
+        follow.headers.remove("content-type");
+        follow.headers.remove("content-length");
+        follow.headers.remove("content-encoding");
+        follow.headers.remove("transfer-encoding");
+      }
     } else {
       follow.method = previous.method;
       follow.body = previous.body;

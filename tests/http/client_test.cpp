@@ -501,6 +501,62 @@ TEST(ClientRedirects, CredentialsStayWithTheirHost) {
       << "same host keeps them";
 }
 
+// Redirects change the method as Go's client does: 301, 302 and 303 turn anything but
+// GET and HEAD into a GET without its body; 307 and 308 repeat the method and the body.
+TEST(ClientRedirects, MethodAndBodyFollowGosRules) {
+  std::vector<std::string> seen;
+  std::mutex mu;
+  with_raw_server(
+      [&](net::Conn& c, const std::string& head) {
+        {
+          std::lock_guard lock(mu);
+          seen.push_back(head);
+        }
+        const std::size_t sp = head.find(' ');
+        const std::string target = head.substr(sp + 1, head.find(' ', sp + 1) - sp - 1);
+        if (target.starts_with("/from/")) {
+          send_all(c, "HTTP/1.1 " + target.substr(6) + " Moved\r\nLocation: /to\r\n"
+                      "Content-Length: 0\r\nConnection: close\r\n\r\n");
+        } else {
+          send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+      },
+      [&](const std::string& base) {
+        ClientOptions o;
+        o.max_redirects = 2;
+        Client client(o);
+        for (const char* method : {"PUT", "POST", "HEAD"}) {
+          for (const char* code : {"301", "302", "303", "307", "308"}) {
+            ClientRequest r;
+            r.method = method;
+            r.url = base + "/from/" + code;
+            if (std::string_view(method) != "HEAD") {
+              r.body = "payload";
+              r.headers.set("Content-Type", "text/plain");
+            }
+            auto resp = client.send(r);
+            ASSERT_TRUE(resp) << method << " " << code << ": " << resp.error().message();
+            EXPECT_EQ(resp->status, 200);
+          }
+        }
+      });
+  // For each (method, code), the follow-up request: what method, with the body or not.
+  ASSERT_EQ(seen.size(), 30u);
+  std::size_t i = 0;
+  for (std::string method : {"PUT", "POST", "HEAD"}) {
+    for (std::string code : {"301", "302", "303", "307", "308"}) {
+      const std::string& follow = seen[i * 2 + 1];
+      ++i;
+      const bool repeat = code == "307" || code == "308" || method == "HEAD";
+      const std::string expect = repeat ? method : "GET";
+      EXPECT_TRUE(follow.starts_with(expect + " /to ")) << method << " " << code << ":\n" << follow;
+      const bool body = repeat && method != "HEAD";
+      EXPECT_EQ(follow.find("Content-Type: text/plain") != std::string::npos, body)
+          << method << " " << code << ":\n" << follow;
+    }
+  }
+}
+
 // Idle pooled connections close after idle_timeout even if the client never calls
 // again (a client that talked to many hosts once would keep all their sockets).
 TEST(Client, IdleConnectionsCloseOnTheirOwn) {
