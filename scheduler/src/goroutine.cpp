@@ -43,6 +43,7 @@ void g_main(void* arg) {
   g->in_runtime = 0;
   try {
     g->entry(g->closure);
+    local_release(g);  // its goro::local values, on the goroutine, as it returns
   } catch (const std::exception& e) {
     std::fprintf(stderr, "goroutine %llu: uncaught exception: %s\n",
                  static_cast<unsigned long long>(g->id.load(std::memory_order_relaxed)), e.what());
@@ -171,6 +172,7 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   // called go().
   g->creator_pc = __builtin_return_address(0);
   g->wait_fd = -1;
+  g->locals = nullptr;
   std::size_t len = std::min(name.size(), sizeof g->name - 1);
   // Never cut a UTF-8 character in two (the tracer writes names into JSON).
   while (len < name.size() && len > 0 && (static_cast<unsigned char>(name[len]) & 0xC0) == 0x80)

@@ -77,6 +77,10 @@ struct EhState {
 
 // A goroutine. It lives at the top of its own stack, so a G and its stack are one
 // allocation, recycled together through the per-P and global free lists.
+struct LocalSlots;
+// Destroys g's goro::local values (on g, as it returns).
+void local_release(G* g);
+
 struct G {
   void* sp = nullptr;                // saved stack pointer while switched out
   std::atomic<std::uint64_t> id{0};  // atomic: sysmon may read a G being reused
@@ -100,6 +104,7 @@ struct G {
   std::int64_t wait_since = 0;
   int wait_fd = -1;
   const char* low_water = nullptr;  // lowest sp seen at a switch (stack.hpp)
+  LocalSlots* locals = nullptr;     // goro::local values (local.cpp), the G's own
   char name[32] = {};
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;

@@ -22,6 +22,7 @@
 #include <goro/scheduler/cond.hpp>
 #include <goro/scheduler/context.hpp>
 #include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/local.hpp>
 #include <goro/scheduler/once.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
