@@ -33,6 +33,7 @@
 #include <goro/net/dial.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
+#include <goro/scheduler/detail/waitq.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -89,6 +90,12 @@ struct TlsConn::Impl {
   std::atomic<bool> handshake_done{false};
   std::error_code handshake_error;  // written under hs_mu before handshake_done
   std::atomic<bool> closed{false};
+  // Public calls in progress (CallScope), and the closer's wait for them: close()
+  // returns only once none is left inside, as Conn::close does, so the owner may
+  // destroy the connection then.
+  std::atomic<int> calls{0};
+  std::atomic<bool> close_waiting{false};
+  goro::detail::Semaphore calls_done;
 
   ~Impl() {
     if (ssl != nullptr) SSL_free(ssl);
@@ -101,6 +108,23 @@ struct TlsConn::Impl {
   std::error_code ssl_failure(int ret, bool in_handshake);     // caller holds ssl_mu
   void track_records(const unsigned char* p, std::size_t n);   // caller holds ssl_mu
 };
+
+namespace {
+
+// Counts a public call on c for close() to wait out. seq_cst with close()'s store and
+// load: either the closer sees this call and waits, or this call, leaving, sees the
+// closer and wakes it (a token nobody takes is harmless).
+struct CallScope {
+  explicit CallScope(TlsConn::Impl& c) noexcept : c(c) { c.calls.fetch_add(1); }
+  ~CallScope() {
+    if (c.calls.fetch_sub(1) == 1 && c.close_waiting.load()) c.calls_done.release();
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  TlsConn::Impl& c;
+};
+
+}  // namespace
 
 void TlsConn::Impl::track_records(const unsigned char* p, std::size_t n) {
   while (n > 0) {
@@ -400,12 +424,14 @@ TlsConn::~TlsConn() {
 
 std::error_code TlsConn::handshake() {
   if (!impl_) return kNotOpen;
+  CallScope scope(*impl_);
   return impl_->handshake();
 }
 
 Result<std::size_t> TlsConn::read(void* buf, std::size_t len) {
   if (!impl_) return kNotOpen;
   Impl& c = *impl_;
+  CallScope scope(c);
   if (auto ec = c.handshake()) return ec;
   std::lock_guard rd(c.read_mu);
   if (len == 0) return std::size_t{0};
@@ -465,6 +491,7 @@ Result<std::size_t> TlsConn::write(const void* buf, std::size_t len) {
 Result<std::size_t> TlsConn::writev(const struct iovec* iov, int count) {
   if (!impl_) return kNotOpen;
   Impl& c = *impl_;
+  CallScope scope(c);
   if (auto ec = c.handshake()) return ec;
   std::lock_guard wr(c.write_mu);
   if (c.closed.load(std::memory_order_relaxed)) return errc::closed;
@@ -518,12 +545,18 @@ std::error_code TlsConn::close() {
     }
     c.write_mu.unlock();
   }
-  return c.inner->close();
+  std::error_code ec = c.inner->close();
+  // Calls still inside fail at once now (the socket is closed); wait for them to leave.
+  c.close_waiting.store(true);
+  if (c.calls.load() != 0 && goro::detail::current_g() != nullptr)
+    c.calls_done.acquire(false, goro::detail::WaitReason::other);
+  return ec;
 }
 
 std::error_code TlsConn::shutdown_write() {
   if (!impl_) return kNotOpen;
   Impl& c = *impl_;
+  CallScope scope(c);
   if (c.closed.load(std::memory_order_relaxed)) return errc::closed;
   // close_notify as in close(): not when someone is writing (the shutdown breaks that
   // write, as on a socket). It goes before the FIN, so the peer reads a clean end.
@@ -549,6 +582,7 @@ std::error_code TlsConn::shutdown_write() {
 
 bool TlsConn::peer_closed() const {
   if (!impl_) return false;
+  CallScope scope(*impl_);
   {
     std::lock_guard lock(impl_->ssl_mu);
     if (impl_->in_eof || (SSL_get_shutdown(impl_->ssl) & SSL_RECEIVED_SHUTDOWN) != 0) return true;

@@ -252,6 +252,80 @@ TEST(Tls, CloseNotifyEndsPeerRead) {
   });
 }
 
+// A Stream over a Conn whose reads, once it is closed under them, take 50 ms more to
+// come back: time a TLS call spends inside after its socket failed.
+class SlowToFailStream final : public Stream {
+ public:
+  explicit SlowToFailStream(Conn c) : c_(std::move(c)) {}
+  std::atomic<bool> closing{false}, read_returned{false};
+
+  Result<std::size_t> read(void* buf, std::size_t len) override {
+    auto r = c_.read(buf, len);
+    if (closing.load()) {
+      goro::sleep(50ms);
+      read_returned.store(true);
+    }
+    return r;
+  }
+  Result<std::size_t> write(const void* buf, std::size_t len) override { return c_.write(buf, len); }
+  Result<std::size_t> writev(const struct iovec* iov, int count) override {
+    return c_.writev(iov, count);
+  }
+  std::error_code close() override {
+    closing.store(true);
+    return c_.close();
+  }
+  std::error_code shutdown_write() override { return c_.shutdown_write(); }
+  bool peer_closed() const override { return c_.peer_closed(); }
+  std::error_code set_read_deadline(Deadline d) override { return c_.set_read_deadline(d); }
+  std::error_code set_write_deadline(Deadline d) override { return c_.set_write_deadline(d); }
+  std::error_code set_deadline(Deadline d) override { return c_.set_deadline(d); }
+  Addr remote_addr() const override { return c_.remote_addr(); }
+  Addr local_addr() const override { return c_.local_addr(); }
+
+ private:
+  Conn c_;
+};
+
+// close() from another goroutine returns only once a read parked inside the TlsConn has
+// left it, as Conn::close does: the owner may destroy the connection right after.
+TEST(Tls, CloseWaitsForACallInAnotherGoroutine) {
+  TestPki pki;
+  TlsCertificate leaf = pki.leaf("cn", {"cn.test"});
+  run_with(2, [&] {
+    auto sctx = TlsContext::server({.certificates = {leaf}});
+    ASSERT_TRUE(sctx);
+    auto ln = listen("tcp", "127.0.0.1:0");
+    ASSERT_TRUE(ln);
+    goro::WaitGroup wg;
+    wg.add(1);
+    goro::go([&] {
+      auto raw = ln->accept();
+      ASSERT_TRUE(raw);
+      auto owned = std::make_unique<SlowToFailStream>(std::move(*raw));
+      SlowToFailStream* stream = owned.get();
+      auto conn = std::make_unique<TlsConn>(*TlsConn::server(std::move(owned), *sctx));
+      EXPECT_FALSE(conn->handshake());
+      goro::WaitGroup reading;
+      reading.add(1);
+      goro::go([&] {
+        char buf[64];
+        (void)conn->read(buf, sizeof buf);  // parks: the client sends nothing
+        reading.done();
+      });
+      goro::sleep(20ms);
+      EXPECT_FALSE(conn->close());
+      EXPECT_TRUE(stream->read_returned.load()) << "close() returned with a read still inside";
+      reading.wait();
+      conn.reset();
+      wg.done();
+    });
+    auto c = tls_dial("tcp", ln->addr().to_string(), client_ctx(pki, "cn.test"));
+    ASSERT_TRUE(c) << c.error().message();
+    wg.wait();
+  });
+}
+
 // A Stream over a Conn whose writes can be cut: once armed, the next write sends only
 // its first `keep` bytes, then the write side is shut (a FIN, no close_notify).
 class CuttingStream final : public Stream {
