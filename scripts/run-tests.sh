@@ -13,6 +13,8 @@
 #   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
 #             (examples and load-test programs are not built: no test runs them)
 #   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          all tests
+#   fuzz      scripts/fuzz-smoke.sh: clang++-14, GORO_FUZZ=ON (libFuzzer, ASan + UBSan);
+#             each fuzz target runs GORO_FUZZ_SECONDS from its corpus (one test each)
 #   consumer  builds tests/consumer with find_package(goro) against the readme stage's
 #             install (or, when that stage did not run, an install of the release
 #             build), checks that no installed target carries -Werror, runs its test
@@ -27,19 +29,21 @@
 #
 # Environment:
 #   GORO_CI_STAGES   stages to run, space-separated
-#                    (default: "docs release readme asan tsan consumer container")
+#                    (default: "docs release readme asan tsan fuzz consumer container")
 #   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
 #   GORO_JOBS        compile jobs (default: number of cores)
 #   GORO_CTEST_JOBS  ctest -j for the release and readme stages (default 2; sanitizer
 #                    stages use 1)
-#   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14)
+#   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14;
+#                    the fuzz stage uses GORO_ASAN_CXX)
+#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 60)
 #   GORO_SKIP_DEPS=1 do not check/install the Debian packages
 set -uo pipefail
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-STAGES=${GORO_CI_STAGES:-docs release readme asan tsan consumer container}
+STAGES=${GORO_CI_STAGES:-docs release readme asan tsan fuzz consumer container}
 CTEST_JOBS=${GORO_CTEST_JOBS:-2}
 ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
 TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
@@ -213,6 +217,31 @@ stage_tsan() {
   CTEST_WRAPPER=()
 }
 
+# The fuzz smoke: counts its own tests (one per target) on its last line.
+stage_fuzz() {
+  local log=$GORO_BUILD_ROOT/ci-fuzz.log line rc passed failed
+  stage_start=$SECONDS
+  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-60} (each target, from its corpus)"
+  mkdir -p "$GORO_BUILD_ROOT"
+  GORO_FUZZ_BUILD=$GORO_BUILD_ROOT/ci-fuzz GORO_FUZZ_CXX=$ASAN_CXX \
+    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-60}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "fuzz: fuzz-smoke.sh gave no result (exit $rc); counting one failure"
+    record fuzz ERROR 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  passed=$(printf '%s\n' "$line" | awk '{print $1}')
+  failed=$(printf '%s\n' "$line" | awk '{print $3}')
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    echo "fuzz: fuzz-smoke.sh exited $rc with no failed target; counting one failure"
+    failed=1
+  fi
+  record fuzz "$([ "$failed" -eq 0 ] && echo ok || echo FAIL)" "$passed" "$failed" 0 \
+    $((SECONDS - stage_start))
+}
+
 # The install recipe of README.md: the first ```sh block that runs `cmake --install`.
 readme_recipe() {
   awk '/^```sh$/ { inside = 1; block = ""; next }
@@ -342,9 +371,9 @@ main() {
   local stage
   for stage in $STAGES; do
     case "$stage" in
-      docs | release | readme | asan | tsan | consumer | container) "stage_$stage" ;;
+      docs | release | readme | asan | tsan | fuzz | consumer | container) "stage_$stage" ;;
       *)
-        echo "unknown stage '$stage' (docs release readme asan tsan consumer container)"
+        echo "unknown stage '$stage' (docs release readme asan tsan fuzz consumer container)"
         record "$stage" ERROR 0 1 0 0
         ;;
     esac

@@ -83,8 +83,17 @@ Result<Url> parse_url(std::string_view url) {
       u.target.push_back(static_cast<char>(c));
     }
   }
-  for (unsigned char c : host)
-    if (c <= 0x20 || c == 0x7f || c == '/' || c == '\\') return errc::bad_url;
+  // The host goes into the Host header: only what RFC 3986 allows there (a reg-name,
+  // an IP literal in brackets), as Go's client checks. A name in Unicode is given in
+  // its ASCII form ("xn--..."); a ':' outside brackets is not a host.
+  const bool literal = authority.front() == '[';
+  for (unsigned char c : host) {
+    const bool allowed =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        std::string_view("-._~!$&'()*+,;=%").find(static_cast<char>(c)) != std::string_view::npos ||
+        (c == ':' && literal);
+    if (!allowed) return errc::bad_url;
+  }
   if (u.target.empty() || u.target.front() == '?') u.target.insert(u.target.begin(), '/');
   return u;
 }

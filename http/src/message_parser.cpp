@@ -32,6 +32,16 @@ bool valid_host(std::string_view host) noexcept {
   return true;
 }
 
+// The authority of an absolute-form request-target ("http://h:8080/p" -> "h:8080");
+// empty for the other forms (origin "/p", asterisk "*", CONNECT's authority "h:443").
+std::string_view target_authority(std::string_view target) noexcept {
+  if (target.empty() || target.front() == '/') return {};
+  std::size_t scheme = target.find("://");
+  if (scheme == std::string_view::npos) return {};
+  std::string_view rest = target.substr(scheme + 3);
+  return rest.substr(0, rest.find_first_of("/?#"));
+}
+
 MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); }
 
 std::string_view trim_ows(std::string_view s) {
@@ -50,6 +60,7 @@ const llhttp_settings_t MessageParser::settings_ = [] {
   s.on_url_complete = &MessageParser::on_url_complete;
   s.on_status = &MessageParser::on_status;
   s.on_header_field = &MessageParser::on_header_field;
+  s.on_header_field_complete = &MessageParser::on_header_field_complete;
   s.on_header_value = &MessageParser::on_header_value;
   s.on_header_value_complete = &MessageParser::on_header_value_complete;
   s.on_headers_complete = &MessageParser::on_headers_complete;
@@ -116,52 +127,75 @@ void MessageParser::fail_from_llhttp(llhttp_errno_t err) noexcept {
   const char* reason = llhttp_get_error_reason(&parser_);
   if (reason == nullptr) reason = llhttp_errno_name(err);
   switch (err) {
-    case HPE_INVALID_METHOD: classify_request_line_error(false); break;
+    case HPE_INVALID_METHOD: refuse_request_line(false); break;
     case HPE_INVALID_CONSTANT:
       // llhttp reports an RTSP/ICE method on an HTTP request as a bad constant.
       if (std::string_view(reason).find("method") != std::string_view::npos) {
-        classify_request_line_error(false);
+        refuse_request_line(false);
       } else {
         error_ = {400, reason};
       }
       break;
-    case HPE_INVALID_VERSION: classify_request_line_error(true); break;
-    case HPE_INVALID_TRANSFER_ENCODING: error_ = {501, "unsupported Transfer-Encoding"}; break;
+    case HPE_INVALID_VERSION: refuse_request_line(true); break;
+    // llhttp's word for a chunked that is not the last coding (see check_request_head).
+    case HPE_INVALID_TRANSFER_ENCODING:
+      error_ = {400, "Transfer-Encoding does not end in one chunked"};
+      break;
     default: error_ = {400, reason}; break;
   }
 }
 
-// llhttp says only "bad method" or "bad version"; the request line itself tells a
-// well-formed request we do not implement (501 for an unknown method token, 505 for an
-// HTTP/d.d other than 1.0 and 1.1) from a malformed one (400), as Go does.
-void MessageParser::classify_request_line_error(bool bad_version) noexcept {
+// llhttp says only "bad method" or "bad version", and says it at the first byte it
+// cannot take, before the rest of the line has arrived. The whole request line tells a
+// well-formed request we do not implement from a malformed one, so it is waited for
+// (classify_request_line runs again as input comes); the answer is then the same
+// however the line was split into reads.
+void MessageParser::refuse_request_line(bool bad_version) noexcept {
   if (mode_ != Mode::request) {
     error_ = {400, bad_version ? "malformed HTTP version" : "malformed status line"};
     return;
   }
+  request_line_refused_ = true;
+  request_line_bad_version_ = bad_version;
+  error_ = classify_request_line();
+}
+
+// RFC 9112 3: request-line = method SP request-target SP HTTP-version CRLF. A line of
+// that form is answered 505 when its version is not 1.0 or 1.1, else 501 (its method
+// is a token llhttp does not know); any other line is a 400, whatever its first word
+// looks like. Returns the refusal once the line is complete or too long to be one, else
+// status 0: wait for the rest.
+ParseError MessageParser::classify_request_line() const noexcept {
   std::string_view line(buffer_.get(), end_);
   while (line.starts_with("\r\n") || line.starts_with("\n"))
     line.remove_prefix(line.front() == '\r' ? 2 : 1);
-  line = line.substr(0, line.find('\n'));
-  if (line.ends_with('\r')) line.remove_suffix(1);
-  std::size_t sp = line.find(' ');
-  const bool method_ok = sp != std::string_view::npos && is_token(line.substr(0, sp));
-  if (!bad_version) {
-    error_ =
-        method_ok ? ParseError{501, "unknown method"} : ParseError{400, "malformed request line"};
-    return;
+  std::size_t lf = line.find('\n');
+  if (lf == std::string_view::npos) {
+    if (line.size() <= limits_.max_request_line + kHeadSlack) return {};
+    return {400, "malformed request line"};
   }
-  std::size_t last = line.rfind(' ');
-  std::string_view version =
-      last == std::string_view::npos ? std::string_view{} : line.substr(last + 1);
-  bool well_formed = method_ok && last > sp && version.size() == 8 &&
-                     version.starts_with("HTTP/") && version[5] >= '0' && version[5] <= '9' &&
-                     version[6] == '.' && version[7] >= '0' && version[7] <= '9';
+  line = line.substr(0, lf);
+  const bool crlf = line.ends_with('\r');
+  if (crlf) line.remove_suffix(1);
+  const std::size_t sp1 = line.find(' ');
+  const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  bool well_formed = crlf && sp2 != std::string_view::npos && is_token(line.substr(0, sp1));
   if (well_formed) {
-    error_ = {505, "HTTP version not supported"};
-  } else {
-    error_ = {400, "malformed HTTP version"};
+    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    std::string_view version = line.substr(sp2 + 1);
+    well_formed =
+        !target.empty() &&
+        std::none_of(target.begin(), target.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }) &&
+        version.size() == 8 && version.starts_with("HTTP/") && version[5] >= '0' &&
+        version[5] <= '9' && version[6] == '.' && version[7] >= '0' && version[7] <= '9';
+    if (well_formed && (version == "HTTP/1.1" || version == "HTTP/1.0")) {
+      return request_line_bad_version_ ? ParseError{400, "malformed HTTP version"}
+                                       : ParseError{501, "unknown method"};
+    }
   }
+  return well_formed ? ParseError{505, "HTTP version not supported"}
+                     : ParseError{400, "malformed request line"};
 }
 
 bool MessageParser::header_bytes_exceeded(const char* at, std::size_t n) noexcept {
@@ -201,6 +235,7 @@ int MessageParser::on_status(llhttp_t* p, const char* at, std::size_t n) {
 
 int MessageParser::on_header_field(llhttp_t* p, const char* at, std::size_t n) {
   MessageParser* m = self(p);
+  if (n > 0) m->field_name_seen_ = true;
   if (m->header_bytes_exceeded(at, n)) {
     return m->fail(431, m->in_head_ ? "header fields too large" : "trailer fields too large");
   }
@@ -213,6 +248,17 @@ int MessageParser::on_header_field(llhttp_t* p, const char* at, std::size_t n) {
   } else {
     m->offsets_.back().name_size += static_cast<std::uint32_t>(n);
   }
+  return 0;
+}
+
+// llhttp takes a field line that starts with ':' (no name), in the head and in a
+// chunked body's trailers alike; RFC 9110 5.1 says a name is a token, one byte or more.
+int MessageParser::on_header_field_complete(llhttp_t* p) {
+  MessageParser* m = self(p);
+  if (!m->field_name_seen_ && m->mode_ == Mode::request) {
+    return m->fail(400, m->in_head_ ? "empty header field name" : "empty trailer field name");
+  }
+  m->field_name_seen_ = false;
   return 0;
 }
 
@@ -245,16 +291,28 @@ int MessageParser::on_header_value_complete(llhttp_t* p) {
 }
 
 int MessageParser::check_request_head() noexcept {
-  if (parser_.http_major != 1) return fail(505, "HTTP version not supported");
+  if (parser_.http_major != 1) {
+    // llhttp takes "GET /" for HTTP/0.9's simple request: the line tells it from a
+    // well-formed line of another version (the line has ended: the head has).
+    ParseError refusal = classify_request_line();
+    return fail(refusal.status, refusal.message);
+  }
   const char* b = buffer_.get();
+  // llhttp takes a bare LF after the request line, though nowhere else in a head. RFC
+  // 9112 2.2 lets a server refuse it; refused everywhere, no line is left that another
+  // parser on the path (a proxy) could end elsewhere.
+  std::string_view version_and_rest(b + url_end_, end_ - url_end_);
+  std::size_t lf = version_and_rest.find('\n');
+  if (lf == std::string_view::npos || lf == 0 || version_and_rest[lf - 1] != '\r')
+    return fail(400, "request line not ended by CRLF");
   int hosts = 0;
   bool has_transfer_encoding = false;
   int codings = 0;
-  bool only_chunked = true;
+  int chunked = 0;
+  bool chunked_last = false;
   for (const FieldOffsets& f : offsets_) {
     std::string_view name(b + f.name_offset, f.name_size);
     std::string_view value = trim_ows({b + f.value_offset, f.value_size});
-    if (name.empty()) return fail(400, "empty header field name");
     if (iequals(name, "host")) {
       ++hosts;
       if (!valid_host(value)) return fail(400, "malformed Host header");
@@ -262,7 +320,8 @@ int MessageParser::check_request_head() noexcept {
       has_transfer_encoding = true;
       for_each_coding(value, [&](std::string_view coding) {
         ++codings;
-        if (!iequals(coding, "chunked")) only_chunked = false;
+        chunked_last = iequals(coding, "chunked");
+        if (chunked_last) ++chunked;
       });
     } else if (iequals(name, "expect")) {
       if (iequals(value, "100-continue")) {
@@ -275,9 +334,23 @@ int MessageParser::check_request_head() noexcept {
   }
   if (hosts > 1) return fail(400, "repeated Host header");
   if (hosts == 0 && parser_.http_minor >= 1) return fail(400, "missing Host header");
+  // RFC 9112 3.2.2: with an absolute-form target the server uses the target's authority
+  // and ignores Host (build_views puts it in Host's place); userinfo ("user@") or an
+  // empty host there is refused, as in a Host header.
+  std::string_view target(b + url_offset_, url_size_);
+  if (target.find("://") != std::string_view::npos && target.front() != '/') {
+    std::string_view authority = target_authority(target);
+    if (authority.empty() || !valid_host(authority))
+      return fail(400, "malformed authority in the request target");
+  }
   if (has_transfer_encoding) {
     if (parser_.http_minor == 0) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
-    if (codings != 1 || !only_chunked) return fail(501, "unsupported Transfer-Encoding");
+    // RFC 9112 6.1: without chunked as the final coding (applied once, RFC 9112 7) the
+    // body's length cannot be known: 400, a MUST. Another coding before it is one goro
+    // does not implement: 501.
+    if (!chunked_last || chunked != 1)
+      return fail(400, "Transfer-Encoding does not end in one chunked");
+    if (codings != 1) return fail(501, "unsupported Transfer-Encoding");
   }
   return 0;
 }
@@ -353,8 +426,27 @@ int MessageParser::on_body(llhttp_t* p, const char* at, std::size_t n) {
 }
 
 int MessageParser::on_chunk_header(llhttp_t* p) {
-  ++self(p)->chunks_;
+  MessageParser* m = self(p);
+  ++m->chunks_;
+  // The last chunk: llhttp pauses here, so that parse_body knows where the trailer
+  // section starts (see trailer_folded).
+  if (p->content_length == 0 && m->mode_ == Mode::request) {
+    m->in_trailers_ = true;
+    return HPE_PAUSED;
+  }
   return 0;
+}
+
+// Whether bytes [from, to) of a request's trailer section hold a line that starts with
+// SP or HTAB, an obs-fold; llhttp takes them in trailers, which are not kept, so the
+// bytes are scanned. Where a line starts is kept across reads.
+bool MessageParser::trailer_folded(std::size_t from, std::size_t to) noexcept {
+  for (std::size_t i = from; i < to; ++i) {
+    const char c = buffer_[i];
+    if (trailer_line_start_ && (c == ' ' || c == '\t')) return true;
+    trailer_line_start_ = c == '\n';
+  }
+  return false;
 }
 
 bool MessageParser::chunk_overhead_exceeded() const noexcept {
@@ -371,6 +463,10 @@ int MessageParser::on_message_complete(llhttp_t* p) {
 
 ParseStatus MessageParser::parse_head() {
   if (error_.status != 0) return ParseStatus::error;
+  if (request_line_refused_) {
+    error_ = classify_request_line();
+    return error_.status != 0 ? ParseStatus::error : ParseStatus::need_more;
+  }
   const char* data = buffer_.get() + parse_pos_;
   llhttp_errno_t err = llhttp_execute(&parser_, data, end_ - parse_pos_);
   if (err == HPE_OK) {
@@ -389,9 +485,26 @@ ParseStatus MessageParser::parse_head() {
   }
   if (err != HPE_PAUSED) {
     fail_from_llhttp(err);
-    return ParseStatus::error;
+    // A refused request line waits for its end before it is answered.
+    return error_.status != 0 ? ParseStatus::error : ParseStatus::need_more;
   }
   parse_pos_ = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - buffer_.get());
+  // llhttp ends a head at a bare LF in place of its last CRLF, though at no other line
+  // end of it: refused, as everywhere else (see check_request_head). The head is
+  // whole in the buffer, and llhttp paused right after its last byte.
+  if (mode_ == Mode::request) {
+    const std::string_view head(buffer_.get(), parse_pos_);
+    if (!head.ends_with("\r\n")) {
+      fail(400, "head not ended by CRLF");
+      return ParseStatus::error;
+    }
+    // A folded value whose first line is empty ("X:" CRLF SP "v") comes to on_header_value
+    // as one piece, as if unfolded; the head's bytes show the fold.
+    if (head.find("\n ") != std::string_view::npos || head.find("\n\t") != std::string_view::npos) {
+      fail(400, "obsolete line folding in header");
+      return ParseStatus::error;
+    }
+  }
   llhttp_resume(&parser_);
   if (!message_complete_ && !chunked_ && content_length_ == 0) {
     // No body: let llhttp reach the end of the message now (it needs no input).
@@ -411,6 +524,9 @@ ParseStatus MessageParser::parse_head() {
 
 bool MessageParser::expose_partial_head() {
   if (mode_ != Mode::request || !url_complete_) return false;
+  // Whole fields only: the one the error cut (a name without its value) is left out,
+  // or it would be there or not depending on where a read happened to end.
+  if (!offsets_.empty() && !offsets_.back().complete) offsets_.pop_back();
   build_views();
   return true;
 }
@@ -424,9 +540,12 @@ void MessageParser::build_views() {
     status_text_ = {b + status_offset_, status_size_};
   }
   fields_.clear();
+  const std::string_view authority = mode_ == Mode::request ? target_authority(target_) : "";
   for (const FieldOffsets& f : offsets_) {
-    fields_.push_back(
-        {{b + f.name_offset, f.name_size}, trim_ows({b + f.value_offset, f.value_size})});
+    std::string_view name(b + f.name_offset, f.name_size);
+    fields_.push_back({name, !authority.empty() && iequals(name, "host")
+                                 ? authority
+                                 : trim_ows({b + f.value_offset, f.value_size})});
   }
 }
 
@@ -442,10 +561,29 @@ ParseStatus MessageParser::parse_body() {
   if (message_complete_) return ParseStatus::complete;
   if (parse_pos_ == end_) return ParseStatus::need_more;
   const std::size_t from = parse_pos_;
+  std::size_t trailers_from = from;
   llhttp_errno_t err = llhttp_execute(&parser_, buffer_.get() + parse_pos_, end_ - parse_pos_);
+  if (err == HPE_PAUSED && !message_complete_) {
+    // Paused after the last chunk's line (on_chunk_header): the trailer section follows.
+    parse_pos_ = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - buffer_.get());
+    trailers_from = parse_pos_;
+    trailer_line_start_ = true;
+    llhttp_resume(&parser_);
+    err = llhttp_execute(&parser_, buffer_.get() + parse_pos_, end_ - parse_pos_);
+  }
+  // What llhttp took, up to a pause or an error: a fold before an error is reported as
+  // the fold, the first thing wrong, however the input was split.
+  const std::size_t parsed_to =
+      err == HPE_OK ? end_
+                    : static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - buffer_.get());
+  if (in_trailers_ && trailer_folded(trailers_from, parsed_to)) {
+    fail(400, "obsolete line folding in trailer");
+    return ParseStatus::error;
+  }
   if (err == HPE_OK) {
     parse_pos_ = end_;
     body_raw_bytes_ += parse_pos_ - from;
+    last_raw_byte_ = buffer_[end_ - 1];
     if (chunk_overhead_exceeded()) {
       fail(400, "chunked body framing too large for its data (extensions or padding)");
       return ParseStatus::error;
@@ -455,6 +593,16 @@ ParseStatus MessageParser::parse_body() {
   if (err == HPE_PAUSED) {
     parse_pos_ = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - buffer_.get());
     body_raw_bytes_ += parse_pos_ - from;
+    // llhttp also ends a chunked body at a bare LF in place of its last CRLF: a request
+    // another parser on the path (a proxy) would end elsewhere. The CR may have come
+    // in the previous read, whose bytes the buffer may no longer hold.
+    if (mode_ == Mode::request && chunked_) {
+      const char before_lf = parse_pos_ - from >= 2 ? buffer_[parse_pos_ - 2] : last_raw_byte_;
+      if (before_lf != '\r') {
+        fail(400, "chunked body not ended by CRLF");
+        return ParseStatus::error;
+      }
+    }
     llhttp_resume(&parser_);
     return ParseStatus::complete;
   }
@@ -501,6 +649,7 @@ void MessageParser::next_message() {
   parse_pos_ = 0;
   in_head_ = true;
   head_started_ = false;
+  request_line_refused_ = request_line_bad_version_ = false;
   url_complete_ = false;
   url_size_ = url_offset_ = url_end_ = 0;
   status_offset_ = status_size_ = 0;
@@ -512,6 +661,8 @@ void MessageParser::next_message() {
   trailer_bytes_ = 0;
   body_start_ = body_read_ = body_write_ = 0;
   body_bytes_ = body_raw_bytes_ = chunks_ = 0;
+  last_raw_byte_ = 0;
+  in_trailers_ = false;
   message_complete_ = false;
 }
 

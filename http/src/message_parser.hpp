@@ -179,6 +179,7 @@ class MessageParser {
   static int on_url_complete(llhttp_t* p);
   static int on_status(llhttp_t* p, const char* at, std::size_t n);
   static int on_header_field(llhttp_t* p, const char* at, std::size_t n);
+  static int on_header_field_complete(llhttp_t* p);
   static int on_header_value(llhttp_t* p, const char* at, std::size_t n);
   static int on_header_value_complete(llhttp_t* p);
   static int on_headers_complete(llhttp_t* p);
@@ -191,7 +192,9 @@ class MessageParser {
   int check_request_head() noexcept;
   int check_response_head() noexcept;
   bool chunk_overhead_exceeded() const noexcept;
-  void classify_request_line_error(bool bad_version) noexcept;
+  bool trailer_folded(std::size_t from, std::size_t to) noexcept;
+  void refuse_request_line(bool bad_version) noexcept;
+  ParseError classify_request_line() const noexcept;
   void fail_from_llhttp(llhttp_errno_t err) noexcept;
   bool header_bytes_exceeded(const char* at, std::size_t n) noexcept;
   void grow(std::size_t min_free);
@@ -212,6 +215,10 @@ class MessageParser {
   // Head, as offsets while parsing, as views once complete.
   bool in_head_ = true;
   bool head_started_ = false;
+  // llhttp refused the request line (its method or version); the status is chosen
+  // once the whole line is in (classify_request_line).
+  bool request_line_refused_ = false;
+  bool request_line_bad_version_ = false;
   bool url_complete_ = false;
   std::size_t url_size_ = 0;
   std::size_t url_offset_ = 0;
@@ -233,6 +240,10 @@ class MessageParser {
   std::uint64_t body_bytes_ = 0;
   std::uint64_t body_raw_bytes_ = 0;  // input consumed after the head (framing included)
   std::uint64_t chunks_ = 0;
+  char last_raw_byte_ = 0;           // the last byte parse_body gave llhttp, kept across reads
+  bool field_name_seen_ = false;     // a byte of the field name being read
+  bool in_trailers_ = false;         // a request's last chunk was read
+  bool trailer_line_start_ = false;  // the next trailer byte starts a line
   bool message_complete_ = false;
 
   ParseError error_;

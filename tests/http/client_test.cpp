@@ -687,5 +687,21 @@ TEST(Url, Parse) {
   EXPECT_FALSE(parse_url("h/path"));
 }
 
+// The host becomes the Host header: a URL whose host no server would take there is
+// refused before anything is sent (found by fuzz/targets/http_url.cpp).
+TEST(Url, HostMustFitTheHostHeader) {
+  EXPECT_FALSE(parse_url("http://caf\xC3\xA9.example/"));  // Unicode: give it as xn--
+  EXPECT_FALSE(parse_url("http://a:b:80/"));               // ':' outside brackets
+  EXPECT_FALSE(parse_url("http://a\"b/"));
+  EXPECT_FALSE(parse_url("http://a{b}/"));
+  EXPECT_FALSE(parse_url("http://[::1\x01]/"));
+  Result<Url> u = parse_url("http://xn--bcher-kva.example:8080/");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->host, "xn--bcher-kva.example");
+  u = parse_url("http://[fe80::1%25eth0]:8080/");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->host, "fe80::1%25eth0");
+}
+
 }  // namespace
 }  // namespace goro::http::test

@@ -72,6 +72,7 @@ void handler(Request& req, ResponseWriter& w) {
   } else {
     std::string out = std::string(req.method()) + " " + std::string(path);
     if (auto q = req.query("q")) out += " q=" + *q;
+    if (path == "/host") out += " " + std::string(req.host());
     w.text(out);
   }
 }
@@ -155,12 +156,18 @@ TEST_F(Conformance, DuplicateContentLength) {
   expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400);
 }
 
+// RFC 9112 6.1: Transfer-Encoding not ending in chunked is a 400 (a MUST); a coding goro
+// does not implement before the final chunked is a 501.
 TEST_F(Conformance, TransferEncodingRules) {
   expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
-               501, "Transfer-Encoding");
+               400, "Transfer-Encoding");
   expect_error(server.port(),
                "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
-               501);
+               400);
+  expect_error(
+      server.port(),
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501,
+      "Transfer-Encoding");
   expect_error(server.port(), "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                400, "HTTP/1.0");
 }
@@ -200,6 +207,147 @@ TEST_F(Conformance, VersionsAndMethods) {
   auto r = round_trip(server.port(), "PATCH /p HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "PATCH /p");
+}
+
+// RFC 9112 3: request-line = method SP request-target SP HTTP-version. Any other line
+// is a 400 whatever its first word; 501 only for a well-formed line whose method is
+// unknown, 505 only for a well-formed one whose version is not 1.x.
+TEST_F(Conformance, RequestLineForm) {
+  for (const char* line : {"eam HTTP/1.1", "BREW /a b HTTP/1.1", "BREW  / HTTP/1.1", "BREW /",
+                           "GET /", "GET / HTTP/1.1 ", "GET / HTTP/2.0x", "G(T / HTTP/1.1",
+                           "GET / http/1.1", "BREW /\x01 HTTP/1.1"}) {
+    expect_error(server.port(), std::string(line) + "\r\nHost: x\r\n\r\n", 400);
+  }
+  expect_error(server.port(), "BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501, "method");
+  expect_error(server.port(), "get / HTTP/1.1\r\nHost: x\r\n\r\n", 501, "method");
+  expect_error(server.port(), "GET / HTTP/0.9\r\nHost: x\r\n\r\n", 505);
+  expect_error(server.port(), "BREW / HTTP/3.0\r\nHost: x\r\n\r\n", 505);
+}
+
+// The line is classified once it is whole, however it arrives: an unknown method sent
+// a byte at a time is still a 501, and a two-part line still a 400.
+TEST_F(Conformance, RequestLineClassifiedWhenWhole) {
+  for (auto [request, code] : {std::pair{"BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501},
+                               std::pair{"eam HTTP/1.1\r\nHost: x\r\n\r\n", 400}}) {
+    RawConn c(server.port());
+    for (const char* p = request; *p != '\0'; ++p) {
+      c.send(std::string(1, *p));
+      std::this_thread::sleep_for(1ms);
+    }
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << request;
+    EXPECT_EQ(r->status, code) << request;
+  }
+}
+
+// RFC 9112 2.2 lets a recipient take a bare LF for a line end; goro takes none, so that
+// no request ends where a stricter parser in front of it (a proxy) sees no end.
+TEST_F(Conformance, BareLineFeedIsNoLineEnd) {
+  expect_error(server.port(), "GET / HTTP/1.1\nHost: x\r\n\r\n", 400);
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\n\r\n", 400);
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n\nGET /smuggled HTTP/1.1\r\n\r\n", 400);
+  const std::string chunked =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  expect_error(server.port(), chunked + "3\nabc\r\n0\r\n\r\n", 400);
+  expect_error(server.port(), chunked + "3\r\nabc\n0\r\n\r\n", 400);
+  expect_error(server.port(), chunked + "0\r\n\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+  expect_error(server.port(), chunked + "0\r\nT: v\n\r\n", 400);
+}
+
+// RFC 9112 5.2: obs-fold in a request is a 400 (or unfolded). A fold after an empty
+// first line, which an unfolding parser reads as the value and another as an empty
+// field, is the classic case: a Content-Length or Transfer-Encoding only one side sees.
+TEST_F(Conformance, ObsFoldAfterEmptyFirstLine) {
+  expect_error(server.port(),
+               "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 5\r\n\r\nhello", 400,
+               "folding");
+  expect_error(server.port(),
+               "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n0\r\n\r\n",
+               400, "folding");
+  expect_error(server.port(),
+               "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "0\r\nT: a\r\n b\r\n\r\n",
+               400, "folding");
+}
+
+// RFC 9112 5.1: no whitespace between a field name and its colon (a server MUST answer
+// 400); nor before the first field line (RFC 9112 2.2), the "space before
+// Content-Length" of CVE-2024-27982.
+TEST_F(Conformance, WhitespaceAroundFieldNames) {
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400);
+  expect_error(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length\t: 5\r\n\r\nhello",
+               400);
+  expect_error(server.port(), "POST /echo HTTP/1.1\r\n Content-Length: 5\r\nHost: x\r\n\r\nhello",
+               400);
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n: empty-name\r\n\r\n", 400);
+}
+
+// Transfer-Encoding spelled so that one parser sees "chunked" and another does not
+// (TE.TE): only a lone, exact "chunked" (any case, OWS around it) frames a body.
+TEST_F(Conformance, TransferEncodingObfuscation) {
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\n";
+  for (const char* te : {"Transfer-Encoding: xchunked", "Transfer-Encoding: chunked, chunked",
+                         "Transfer-Encoding: \"chunked\"", "Transfer-Encoding: chunked;q=1",
+                         "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity",
+                         "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+                         "Transfer-Encoding: chunked\x0b"}) {
+    expect_error(server.port(), head + te + "\r\n\r\n0\r\n\r\n", 400);
+  }
+  expect_error(server.port(), head + "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400);
+  expect_error(server.port(),
+               head + "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n", 400);
+  auto r =
+      round_trip(server.port(), head + "transfer-encoding:\tCHUNKED \r\n\r\n2\r\nok\r\n0\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "ok");
+}
+
+// Content-Length is 1*DIGIT, once (RFC 9110 8.6; a list of equal values is refused, as
+// Go does, rather than taken).
+TEST_F(Conformance, ContentLengthForms) {
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\n";
+  for (const char* cl :
+       {"Content-Length: 0x5", "Content-Length: +5", "Content-Length: 5 5", "Content-Length: 5.0",
+        "Content-Length: -5", "Content-Length: 5,5", "Content-Length: 99999999999999999999999"}) {
+    expect_error(server.port(), head + cl + "\r\n\r\nhello", 400);
+  }
+  auto r = round_trip(server.port(), head + "Content-Length: \t005 \r\n\r\nhello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "hello");
+}
+
+// Chunk sizes are 1*HEXDIG and nothing else; a last chunk with an extension is fine.
+TEST_F(Conformance, ChunkSizeForms) {
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const char* body :
+       {"0x3\r\nabc\r\n0\r\n\r\n", "3 \r\nabc\r\n0\r\n\r\n", "+3\r\nabc\r\n0\r\n\r\n",
+        "\r\n3\r\nabc\r\n0\r\n\r\n", "3\r\nabc0\r\n\r\n"}) {
+    expect_error(server.port(), head + body, 400);
+  }
+  auto r = round_trip(server.port(), head + "00A\r\n0123456789\r\n0;last=1\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "0123456789");
+}
+
+// RFC 9110 5.5: a field value holds no CR, LF or NUL; a server rejects them (400).
+TEST_F(Conformance, ControlCharactersInFields) {
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400);
+  expect_error(server.port(), std::string("GET / HTTP/1.1\r\nHost: x\r\nX: a") + '\0' + "b\r\n\r\n",
+               400);
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nX: a\x7f\r\n\r\n", 400);
+  expect_error(server.port(), "GET / HTTP/1.1\r\nHost: x\r\nX\x01Y: a\r\n\r\n", 400);
+}
+
+// RFC 9112 3.2.2: for an absolute-form target the server uses its authority and
+// ignores Host; an authority with userinfo is refused.
+TEST_F(Conformance, AbsoluteFormTargetNamesTheHost) {
+  auto r = round_trip(server.port(),
+                      "GET http://real.example:8080/host?q=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "GET /host q=1 real.example:8080");
+  expect_error(server.port(), "GET http://user@real.example/ HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+  expect_error(server.port(), "GET http:///nohost HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+  expect_error(server.port(), "GET http://real.example/ HTTP/1.1\r\n\r\n", 400, "Host");
 }
 
 TEST_F(Conformance, LeadingEmptyLinesIgnored) {

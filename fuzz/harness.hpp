@@ -1,0 +1,67 @@
+// goro's fuzz targets, as plain functions of one input.
+//
+// Each returns an empty string when the code under test handled the input and every
+// property the target checks held, else a sentence saying what broke. A crash, a
+// sanitizer report or a hang is a failure too. fuzz/driver.cpp makes one of them a
+// libFuzzer executable (<name>_fuzz); tests/fuzz replays fuzz/corpus/<name>/ through
+// them in every build.
+//
+// Several targets read their first input byte as settings (how the input is split
+// into reads, which limits apply) and the rest as the bytes under test; the seeds in
+// fuzz/corpus/ start with that byte. What each byte means is said at each target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace goro::fuzz {
+
+// Bytes in → responses out through http::Server::serve_conn on an in-memory stream,
+// with a router, pipelining and (small) limits.
+std::string http_server(std::string_view input);
+// A chunked request body through the server's MessageParser, checked against a plain
+// decoder written from RFC 9112 7.1 and against itself fed in other pieces.
+std::string http_chunked(std::string_view input);
+// The client's response parsing: MessageParser in response mode, as http::Client
+// drives it (interim responses, HEAD, a body delimited by the close).
+std::string http_response(std::string_view input);
+// Router patterns from the input registered, then requests dispatched to them.
+std::string http_router(std::string_view input);
+// parse_url, percent-decoding, the request target's path and query.
+std::string http_url(std::string_view input);
+// Bytes in as a TLS client's → the TLS server side and the HTTP server behind it.
+std::string tls_server(std::string_view input);
+// WebSocket frames through the frame decoder, whole and in pieces (both roles, with and
+// without permessage-deflate).
+std::string websocket_frame(std::string_view input);
+
+struct Target {
+  const char* name;  // also the corpus folder, fuzz/corpus/<name>/
+  std::string (*run)(std::string_view input);
+};
+inline constexpr Target targets[] = {
+    {"http_server", http_server},
+    {"http_chunked", http_chunked},
+    {"http_response", http_response},
+    {"http_router", http_router},
+    {"http_url", http_url},
+    {"tls_server", tls_server},
+    {"websocket_frame", websocket_frame},
+};
+
+// How a target splits its input into reads, chosen by a settings byte: mode 0 gives
+// everything in one read; the others pieces of 1 byte, of 7 bytes, or of sizes
+// (1..256) drawn from a generator seeded by the byte, so that every input is also
+// tried across read boundaries.
+std::vector<std::size_t> read_steps(std::uint8_t settings);
+
+// Runs fn on a goroutine and returns when it has returned. The goroutine belongs to
+// a runtime (one P) that is started on first use and lives until the process exits,
+// so an input costs no runtime start-up. Not reentrant: one call at a time.
+void on_goroutine(const std::function<void()>& fn);
+
+}  // namespace goro::fuzz
