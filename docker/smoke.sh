@@ -172,11 +172,11 @@ run_container "$up" --no-healthcheck >/dev/null
 wait_listening || failed "the third container never accepted a connection"
 podman kill --signal QUIT "$name" >/dev/null
 podman wait "$name" >/dev/null 2>&1 || true
-code=$(podman inspect -f '{{.State.ExitCode}}' "$name")
+dump_code=$(podman inspect -f '{{.State.ExitCode}}' "$name")
 dump=$(podman logs "$name" 2>&1)
 printf '%s\n' "$dump" | head -n 12 | sed 's/^/  goro-demo: /'
 podman rm -f "$name" >/dev/null
-[ "$code" = 2 ] || failed "exit code $code after SIGQUIT, not 2"
+[ "$dump_code" = 2 ] || failed "exit code $dump_code after SIGQUIT, not 2"
 printf '%s\n' "$dump" | grep -q '^goroutine 1 ' || failed "no 'goroutine 1' in the dump"
 # libunwind8 is in the image and the symbol table kept: frames are named.
 printf '%s\n' "$dump" | grep -q '^goro::' || failed "the dump's frames are not named"
