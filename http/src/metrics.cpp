@@ -1,30 +1,21 @@
+// The metrics registry: families, their children, and the text exposition format.
 #include <goro/http/metrics.hpp>
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <shared_mutex>
 #include <stdexcept>
-#include <type_traits>
 #include <utility>
 
-#include <goro/scheduler/runtime.hpp>
+#include "metrics_registry.hpp"
 
 namespace goro::http::metrics {
+
+using detail::Children;
+using detail::Key;
+using detail::Kind;
+
 namespace {
 
 [[noreturn]] void invalid(std::string what) {
@@ -133,8 +124,6 @@ void append_escaped(std::string& out, std::string_view s, bool quote) {
   }
 }
 
-enum class Kind { counter, gauge, histogram };
-
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::counter: return "counter";
@@ -144,81 +133,7 @@ const char* kind_name(Kind k) {
   return "untyped";
 }
 
-using Key = std::vector<std::string>;
-
-// Orders keys, and lets a lookup by string_views find a key without building one.
-struct KeyLess {
-  using is_transparent = void;
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const {
-    return std::lexicographical_compare(
-        a.begin(), a.end(), b.begin(), b.end(),
-        [](std::string_view x, std::string_view y) { return x < y; });
-  }
-};
-
-template <class Metric>
-struct Child {
-  std::unique_ptr<Metric> metric;
-  std::string labels;  // rendered: name="value",name="value" (empty without labels)
-};
-
-template <class Metric>
-using Children = std::map<Key, Child<Metric>, KeyLess>;
-
 }  // namespace
-
-namespace detail {
-
-// One metric family: its definition, and its children by label values.
-struct FamilyState {
-  std::string name;
-  std::string help;
-  Kind kind = Kind::counter;
-  std::vector<std::string> label_names;
-  std::vector<double> bounds;          // histograms: upper bounds, +Inf not included
-  std::vector<std::string> le_values;  // bounds as rendered, "+Inf" last
-  // *_func families: computes the value at render; nullopt leaves the family out.
-  std::function<std::optional<double>()> fn;
-
-  // Guards the children maps (not the children, which are atomics). Readers: lookups and
-  // render; writers: with_labels() making a child.
-  mutable std::shared_mutex mu;
-  Children<Counter> counters;
-  Children<Gauge> gauges;
-  Children<Histogram> histograms;
-
-  template <class Metric>
-  Children<Metric>& children() {
-    if constexpr (std::is_same_v<Metric, Counter>) {
-      return counters;
-    } else if constexpr (std::is_same_v<Metric, Gauge>) {
-      return gauges;
-    } else {
-      return histograms;
-    }
-  }
-};
-
-struct Access {
-  template <class Metric>
-  static std::unique_ptr<Metric> make(const FamilyState& f) {
-    if constexpr (std::is_same_v<Metric, Histogram>) {
-      return std::unique_ptr<Histogram>(new Histogram(f.bounds));
-    } else {
-      return std::unique_ptr<Metric>(new Metric());
-    }
-  }
-  template <class Metric>
-  static Family<Metric> family(FamilyState* f) {
-    return Family<Metric>(f);
-  }
-  static Registry::Impl& impl(Registry& r) { return *r.impl_; }
-  static std::uint64_t whole(const Counter& c) { return c.whole_.load(std::memory_order_relaxed); }
-  static double fraction(const Counter& c) { return c.fraction_.load(std::memory_order_relaxed); }
-};
-
-}  // namespace detail
 
 using detail::Access;
 using detail::FamilyState;
@@ -330,21 +245,6 @@ std::vector<double> exponential_buckets(double start, double factor, int count) 
   for (int i = 0; i < count; ++i, v *= factor) out.push_back(v);
   return out;
 }
-
-struct Registry::Impl {
-  // Guards families and taken. A FamilyState, once made, lives as long as the registry.
-  mutable std::mutex mu;
-  std::map<std::string, std::unique_ptr<FamilyState>, std::less<>> families;
-  // Every name a family writes (its own, and a histogram's _bucket, _sum and _count).
-  std::set<std::string, std::less<>> taken;
-  // Run at the start of each render, outside mu (under it only to copy the list): a
-  // collector that serves several families reads its source once here.
-  std::vector<std::function<void()>> before_render;
-
-  FamilyState* add(std::string_view name, std::string_view help, Kind kind,
-                   std::vector<std::string> label_names, std::vector<double> bounds,
-                   std::function<std::optional<double>()> fn);
-};
 
 FamilyState* Registry::Impl::add(std::string_view name, std::string_view help, Kind kind,
                                  std::vector<std::string> label_names, std::vector<double> bounds,
@@ -584,223 +484,6 @@ Registry& default_registry() {
     return r;
   }();
   return *registry;
-}
-
-namespace {
-
-// The runtime's numbers exist only on a goroutine of the goro::run in progress.
-template <class F>
-std::function<std::optional<double>()> on_goroutine(F read) {
-  return [read]() -> std::optional<double> {
-    if (goro::goid() == 0) return std::nullopt;
-    return static_cast<double>(read());
-  };
-}
-
-// One goro::stats() serves every runtime metric of a render: taken before the render
-// (off a goroutine of the runtime, nothing is taken and the metrics are left out).
-class StatsSnapshot {
- public:
-  void take() {
-    if (goro::goid() == 0) return;
-    goro::RuntimeStats s = goro::stats();
-    std::lock_guard lock(mu_);
-    stats_ = s;
-  }
-  goro::RuntimeStats get() {
-    std::lock_guard lock(mu_);
-    return stats_;
-  }
-
- private:
-  std::mutex mu_;  // held for a copy only
-  goro::RuntimeStats stats_;
-};
-
-}  // namespace
-
-void register_runtime_metrics(Registry& registry) {
-  Registry::Impl& r = Access::impl(registry);
-  auto add = [&r](std::string_view name, std::string_view help, Kind kind, auto read) {
-    r.add(name, help, kind, {}, {}, on_goroutine(read));
-  };
-  auto snap = std::make_shared<StatsSnapshot>();
-  {
-    std::lock_guard lock(r.mu);
-    r.before_render.push_back([snap] { snap->take(); });
-  }
-  auto field = [&add, snap](std::string_view name, std::string_view help, Kind kind,
-                            auto member) {
-    add(name, help, kind, [snap, member] { return snap->get().*member; });
-  };
-  using S = goro::RuntimeStats;
-  field("goro_goroutines", "Goroutines that exist now, the main one included.", Kind::gauge,
-        &S::goroutines);
-  field("goro_goroutines_running", "Goroutines on a thread now.", Kind::gauge, &S::running);
-  field("goro_goroutines_runnable", "Goroutines queued to run.", Kind::gauge, &S::runnable);
-  field("goro_goroutines_waiting", "Goroutines parked (channel, lock, sleep, network, ...).",
-        Kind::gauge, &S::waiting);
-  field("goro_goroutines_syscall", "Goroutines inside goro::blocking.", Kind::gauge,
-        &S::syscall);
-  field("goro_procs", "Ps (processors) the runtime runs goroutines on: GOMAXPROCS.",
-        Kind::gauge, &S::procs);
-  field("goro_idle_procs", "Ps with nothing to run.", Kind::gauge, &S::idle_procs);
-  field("goro_threads", "OS threads (Ms) the runtime has made, the monitor thread not included.",
-        Kind::gauge, &S::threads);
-  field("goro_idle_threads", "OS threads parked idle.", Kind::gauge, &S::idle_threads);
-  field("goro_spinning_threads", "Threads looking for work.", Kind::gauge,
-        &S::spinning_threads);
-  field("goro_runqueue_global", "Goroutines in the global run queue.", Kind::gauge,
-        &S::global_runqueue);
-  field("goro_runqueue_local", "Goroutines in the Ps' own run queues, all Ps.", Kind::gauge,
-        &S::local_runqueues);
-  field("goro_netpoll_waiters", "Goroutines parked on a socket.", Kind::gauge,
-        &S::netpoll_waiters);
-  field("goro_handoffs_total",
-        "Ps handed to another thread (blocking call retaken, preemption, blocking_long).",
-        Kind::counter, &S::handoffs);
-  field("goro_preemptions_total", "Ps taken from a goroutine by the preemption signal.",
-        Kind::counter, &S::preemptions);
-  field("goro_sysmon_wakeups_total", "Times the monitor thread woke up.", Kind::counter,
-        &S::sysmon_wakeups);
-  field("goro_steals_total", "Successful steals of goroutines from another P's run queue.",
-        Kind::counter, &S::steals);
-  field("goro_goroutine_runs_total", "Goroutines run by a P (each time one is switched to).",
-        Kind::counter, &S::goroutine_runs);
-  field("goro_stack_reserved_bytes",
-        "Address space mapped for goroutine stacks, those kept for reuse included.",
-        Kind::gauge, &S::stack_reserved_bytes);
-  field("goro_stack_committed_bytes",
-        "Goroutine stack memory resident now (pages touched and not given back).",
-        Kind::gauge, &S::stack_committed_bytes);
-}
-
-namespace {
-
-// The whole of a small /proc file, read in goro::blocking; nullopt if it cannot be read.
-std::optional<std::string> read_proc_file(const char* path) {
-  return goro::blocking([path]() -> std::optional<std::string> {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ::close(fd);
-        if (n < 0) return std::nullopt;
-        return out;
-      }
-      out.append(buf, static_cast<std::size_t>(n));
-    }
-  });
-}
-
-// Fields of /proc/self/stat by number, counted from 1 as proc(5) does; nullopt if the
-// file cannot be read or is shorter.
-template <std::size_t N>
-std::optional<std::array<double, N>> stat_fields(const std::array<int, N>& numbers) {
-  std::optional<std::string> stat = read_proc_file("/proc/self/stat");
-  if (!stat) return std::nullopt;
-  // The command name (field 2) is in parentheses and may hold spaces and ')'.
-  const std::size_t close = stat->rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::array<double, N> out{};
-  for (std::size_t i = 0; i < N; ++i) {
-    const char* p = stat->c_str() + close + 1;
-    for (int field = 3; field < numbers[i]; ++field) {
-      while (*p == ' ') ++p;
-      while (*p != ' ' && *p != '\0') ++p;
-    }
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(p, &end, 10);
-    if (end == p) return std::nullopt;
-    out[i] = static_cast<double>(v);
-  }
-  return out;
-}
-
-std::optional<double> stat_field(int number) {
-  auto fields = stat_fields(std::array<int, 1>{number});
-  if (!fields) return std::nullopt;
-  return (*fields)[0];
-}
-
-double clock_ticks() { return static_cast<double>(::sysconf(_SC_CLK_TCK)); }
-
-std::optional<double> cpu_seconds() {
-  auto times = stat_fields(std::array<int, 2>{14, 15});  // utime, stime
-  if (!times) return std::nullopt;
-  return ((*times)[0] + (*times)[1]) / clock_ticks();
-}
-
-std::optional<double> start_time_seconds() {
-  std::optional<double> since_boot = stat_field(22);
-  std::optional<std::string> stat = read_proc_file("/proc/stat");
-  if (!since_boot || !stat) return std::nullopt;
-  const std::size_t at = stat->find("\nbtime ");
-  if (at == std::string::npos) return std::nullopt;
-  const double boot = std::strtod(stat->c_str() + at + 7, nullptr);
-  return boot + *since_boot / clock_ticks();
-}
-
-std::optional<double> open_fds() {
-  return goro::blocking([]() -> std::optional<double> {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (dir == nullptr) return std::nullopt;
-    const int own = ::dirfd(dir);
-    double n = 0;
-    while (const dirent* e = ::readdir(dir)) {
-      if (e->d_name[0] == '.') continue;
-      if (std::atoi(e->d_name) != own) ++n;
-    }
-    ::closedir(dir);
-    return n;
-  });
-}
-
-}  // namespace
-
-void register_process_metrics(Registry& registry) {
-  Registry::Impl& r = Access::impl(registry);
-  r.add("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-        Kind::counter, {}, {}, cpu_seconds);
-  r.add("process_resident_memory_bytes", "Resident memory size in bytes.", Kind::gauge, {}, {},
-        []() -> std::optional<double> {
-          std::optional<double> pages = stat_field(24);
-          if (!pages) return std::nullopt;
-          return *pages * static_cast<double>(::sysconf(_SC_PAGESIZE));
-        });
-  r.add("process_virtual_memory_bytes", "Virtual memory size in bytes.", Kind::gauge, {}, {},
-        [] { return stat_field(23); });
-  r.add("process_open_fds", "Number of open file descriptors.", Kind::gauge, {}, {}, open_fds);
-  r.add("process_max_fds", "Maximum number of open file descriptors.", Kind::gauge, {}, {},
-        []() -> std::optional<double> {
-          rlimit limit{};
-          if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return std::nullopt;
-          if (limit.rlim_cur == RLIM_INFINITY) return std::numeric_limits<double>::infinity();
-          return static_cast<double>(limit.rlim_cur);
-        });
-  r.add("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-        Kind::gauge, {}, {}, start_time_seconds);
-}
-
-void register_server_metrics(Registry& registry) {
-  Registry::Impl& r = Access::impl(registry);
-  auto add = [&r](std::string_view name, std::string_view help, Kind kind, auto member) {
-    r.add(name, help, kind, {}, {}, [member]() -> std::optional<double> {
-      return static_cast<double>(server_stats().*member);
-    });
-  };
-  add("http_server_connections", "HTTP connections open now.", Kind::gauge,
-      &ServerStats::connections_open);
-  add("http_server_connections_total", "HTTP connections accepted.", Kind::counter,
-      &ServerStats::connections_total);
-  add("http_server_received_bytes_total", "Bytes read from HTTP clients, heads and bodies.",
-      Kind::counter, &ServerStats::bytes_received);
-  add("http_server_sent_bytes_total", "Bytes written to HTTP clients, heads and bodies.",
-      Kind::counter, &ServerStats::bytes_sent);
 }
 
 }  // namespace goro::http::metrics

@@ -1,0 +1,167 @@
+// Internals shared by the server (server.cpp) and its connections (server_conn.cpp):
+// the state of one Server, and the connection goroutine's object, ServerConn.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include <goro/http/server.hpp>
+#include <goro/net/conn.hpp>
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/mutex.hpp>
+
+#include "message_parser.hpp"
+
+namespace goro::http {
+
+namespace detail {
+class ServerConn;
+}
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+  // Every request context derives from base, cancelled when the shutdown deadline
+  // passes; shutdown_started is cancelled as shutdown begins.
+  Context base;
+  CancelFunc cancel_base;
+  Context shutdown_started;
+  CancelFunc cancel_shutdown_started;
+
+  goro::Mutex mu;  // guards the fields below, and ServerConn::idle_
+  std::unordered_set<detail::ServerConn*> conns;
+  std::unordered_set<net::Listener*> listeners;
+  bool shutting_down = false;
+  std::atomic<bool> closing{false};        // shutting_down, readable without mu
+  std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
+
+  void log_error(std::string_view message) const {
+    if (options.error_log) {
+      options.error_log(message);
+    } else {
+      std::fprintf(stderr, "goro/http: %.*s\n", static_cast<int>(message.size()), message.data());
+    }
+  }
+};
+
+namespace detail {
+
+// Where a request's context finds its server's shutdown_context().
+extern const goro::ContextKey<Context> shutdown_key;
+
+// server_stats()'s counters, in shards so that connections on different cores do not
+// write one cache line: a thread takes a shard on first use, round robin. Relaxed: each
+// is a statistic, ordered with nothing else.
+struct alignas(64) StatsShard {
+  std::atomic<std::uint64_t> opened{0}, closed{0}, bytes_in{0}, bytes_out{0};
+};
+StatsShard& stats_shard();
+
+class ServerConn final : public BodySource, public ResponseSink {
+ public:
+  ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
+      : server_(std::move(server)),
+        stream_(std::move(stream)),
+        parser_(MessageParser::Mode::request,
+                ParserLimits{server_->options.max_request_line, server_->options.max_header_bytes,
+                             server_->options.max_body_bytes},
+                server_->options.read_buffer_size) {
+    std::lock_guard lock(server_->mu);
+    server_->conns.insert(this);
+    stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  ~ServerConn() {
+    // First: the hook points at this object (it returns once no call is running).
+    if (hangup_hook_set_) stream_->on_hangup(nullptr, nullptr);
+    {
+      std::lock_guard lock(server_->mu);
+      server_->conns.erase(this);
+      if (server_->shutting_down && server_->conns.empty() && server_->drained) {
+        server_->drained->close();
+        server_->drained.reset();
+      }
+    }
+    stream_->close();
+    publish_bytes();
+    stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void serve();
+
+  // Called by shutdown, under server mu.
+  bool idle() const noexcept { return idle_; }
+  void close_stream() { stream_->close(); }
+
+ private:
+  bool set_idle(bool idle);
+  bool read_head(bool first);
+  Result<std::size_t> wait_idle();
+  void serve_request();
+  void handler_failed(const char* what);
+  void respond_error(int status, std::string_view message, bool head_known = false);
+  // Builds the server's own reply into scratch_, through the on_error_reply hook.
+  void build_error(int status, std::string_view message, bool head_known);
+  void linger_close();
+  bool drain();
+  std::error_code flush_out();
+  void set_read_deadline(net::Deadline d);
+  void set_write_deadline(net::Deadline d);
+  std::error_code body_failed(const ParseError& error);
+
+  Result<std::size_t> read_body(void* buf, std::size_t len) override;
+  bool client_gone() override;
+  void interrupt_reads() override;
+  Context request_context() override;
+  net::Stream* take_over(std::string& early) override;
+  // The stream's hang-up hook: cancels the current request's context.
+  static void hung_up(void* self);
+  void end_request_context();
+  void publish_bytes();
+  std::error_code write_out(const iovec* iov, int count) override;
+  bool reusable() override;
+
+  std::shared_ptr<Server::Impl> server_;
+  std::unique_ptr<net::Stream> stream_;
+  std::string remote_;
+  MessageParser parser_;
+  Request request_;
+  ResponseWriter writer_;
+  std::string scratch_;  // error responses
+  std::string out_;      // responses batched for one write (pipelining)
+
+  bool idle_ = true;  // guarded by server_->mu
+  bool keep_going_ = true;
+  bool continue_sent_ = false;
+  bool close_after_ = false;  // the connection cannot carry another request
+  bool handler_done_ = false;
+  bool finishing_ = false;  // writes now end a response; they may be batched
+  bool taken_over_ = false;  // the handler took the connection (take_over)
+  // The deadlines last set on the stream (max: not set yet, whatever the stream came
+  // with): a request that changes neither (no body or write timeout configured) makes
+  // no call.
+  net::Deadline read_deadline_ = net::Deadline::max();
+  net::Deadline write_deadline_ = net::Deadline::max();
+  std::atomic<bool> reads_interrupted_{false};  // interrupt_reads set a deadline of its own
+  bool peer_gone_ = false;
+  std::error_code body_error_;
+  // Bytes read and written since they were last added to server_stats().
+  std::uint64_t bytes_in_ = 0;
+  std::uint64_t bytes_out_ = 0;
+
+  // The current request's context, made on the handler's first Request::context().
+  std::mutex ctx_mu_;         // guards request_cancel_ and hung_up_ (the hook takes it)
+  CancelFunc request_cancel_;  // empty while no request context is live
+  bool hung_up_ = false;       // the hook has run: the client is gone
+  bool request_ctx_made_ = false;  // the connection goroutine's own
+  bool hangup_hook_set_ = false;
+};
+
+}  // namespace detail
+}  // namespace goro::http
