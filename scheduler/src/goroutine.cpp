@@ -210,6 +210,12 @@ bool release_all_goroutines() {
   allg_lock.lock();
   bool keep_arenas = false;
   for (G* g : allgs) {
+    // Running or in a blocking call now: on a thread run_main abandoned, which may go on
+    // using this stack until the process ends. Kept, with its arena.
+    if (GStatus st = g->status.load(); st == GStatus::running || st == GStatus::syscall) {
+      keep_arenas |= g->stack.arena;
+      continue;
+    }
 #if defined(GORO_ASAN)
     // An abandoned goroutine (parked when main returned) still references what it
     // allocated. Go's exit leaks it all; so do we in ASan builds, keeping the stack

@@ -19,9 +19,10 @@ void for_each_g(void (*fn)(G* g, void* arg), void* arg);
 void install_sigquit_dump();
 void uninstall_sigquit_dump();
 
-// Shutdown: releases the stack of every G ever created and empties the free lists.
-// Returns whether arenas must stay mapped (ASan builds keep abandoned goroutines'
-// stacks for LeakSanitizer to scan).
+// Shutdown: releases the stack of every G ever created, except those still in use by
+// threads run_main abandoned, and empties the free lists. Returns whether arenas must
+// stay mapped (for those stacks; ASan builds also keep parked goroutines' stacks for
+// LeakSanitizer to scan).
 bool release_all_goroutines();
 
 }  // namespace goro::detail

@@ -50,6 +50,11 @@ enum class GStatus : std::uint32_t {
   scanning,
 };
 
+// Where an M's thread is (M::where). outside -> inside is the thread's own CAS as it
+// comes back (return_inside); outside -> abandoned is run_main's, as it returns without
+// the thread.
+enum class MWhere : std::uint8_t { inside, outside, abandoned };
+
 // A P's state.
 enum class PStatus : std::uint32_t {
   // On sched.pidle; no M. Whoever takes it from there (pidleget, under sched.lock)
@@ -166,6 +171,10 @@ struct M {
   // nice), 0 when it was not lowered.
   volatile sig_atomic_t hog_saved_prio = 0;
   std::atomic<bool> exited{false};  // read by run_main's shutdown
+  // Where this thread is, for run_main's shutdown (startup.cpp): inside the runtime or
+  // holding a P; outside, in user code with no P (a blocking call, or a hog the
+  // preemption signal detached); or abandoned by a run that returned without it.
+  std::atomic<MWhere> where{MWhere::inside};
   // Set by stopm when this M, idle for sched.idle_m_timeout, left the idle list to exit;
   // retired once its thread is detached and gone (sched.lock): its M is then reused.
   bool retiring = false;
@@ -298,9 +307,10 @@ struct Sched {
   std::atomic<std::int32_t> nmsys{0};  // Ms inside a blocking call
   std::vector<M*> all_m;               // (lock) every M ever created
   std::vector<M*> m_retired;           // (lock) Ms whose thread exited idle, for reuse
+  std::vector<M*> m_abandoned;         // Ms of threads a run returned without; kept
   std::atomic<int> mcount{0};          // Ms with a thread now
   int max_m = 10000;
-  M* m0 = nullptr;                     // goro::run's own thread: never retires
+  Note exit_note;                      // goro::run's thread waits here for the exit
   std::int64_t idle_m_timeout = 0;     // ns an idle M waits before it exits; 0: never
 
   int gomaxprocs = 0;
@@ -319,8 +329,9 @@ struct Sched {
   std::atomic<std::int64_t> lastpoll{0};    // 0 while an M is blocked in the netpoller
   std::atomic<std::int64_t> poll_until{0};  // when that blocked poll wakes up by itself
 
-  // sysmon sleeps for good while everything is idle (lock).
-  bool sysmon_wait = false;
+  // sysmon sleeps for good while everything is idle (written under lock; enter_syscall
+  // also reads it without, to skip the lock when sysmon is awake).
+  std::atomic<bool> sysmon_wait{false};
   Note sysmon_note;
   std::atomic<std::int64_t> sysmon_delay{0};  // how long sysmon sleeps now (ns)
   std::atomic<bool> sysmon_kick{false};       // watch again from the shortest delay

@@ -68,6 +68,7 @@ void preempt_handler(int, siginfo_t*, void*) {
       m->preempt_detached = 1;
       hog_priority_lower(m);
       pp->detached_by_signal.store(true, std::memory_order_release);
+      go_outside(m);
     }
   }
   errno = saved;

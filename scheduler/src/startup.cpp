@@ -1,11 +1,14 @@
 // Starting and stopping the runtime: goro::run (run_main) sets up the Ps, the
-// netpoller, the signal handlers and sysmon, runs the main goroutine on the calling
-// thread's M, and, when it returns, waits for every thread to leave the runtime and
-// releases what the run allocated.
+// netpoller, the signal handlers and sysmon, queues the main goroutine for the Ms it
+// starts, and waits on the calling thread (no M) until main returns; then every thread
+// in the runtime leaves it, those in user code are abandoned, and what the run
+// allocated is released.
 
 #include <goro/scheduler/detail/introspect.hpp>
 #include <goro/scheduler/runtime.hpp>
 
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -56,6 +59,24 @@ void runtime_exit(int code) {
   sysmon_wake();
   sched.lock.unlock();
   netpoll_break();
+  sched.exit_note.wakeup();
+}
+
+// run_main's shutdown: marks m abandoned if its thread is outside the runtime (in a
+// blocking call, or a detached hog), so that it never comes back in (return_inside).
+bool abandon_outside(M* m) {
+  MWhere expected = MWhere::outside;
+  return m->where.compare_exchange_strong(expected, MWhere::abandoned, std::memory_order_seq_cst);
+}
+
+// run_main's shutdown: asks the goroutine running on m, if any, to yield, as sysmon
+// does a hog's: in user code, the signal handler detaches its P and puts the thread
+// outside.
+void preempt_for_exit(M* m) {
+  G* g = m->curg.load(std::memory_order_acquire);
+  if (g == nullptr || m->where.load(std::memory_order_seq_cst) != MWhere::inside) return;
+  g->preempt.store(true, std::memory_order_relaxed);
+  pthread_kill(m->thread, SIGURG);
 }
 
 }  // namespace
@@ -141,7 +162,7 @@ int run_main(std::function<int()> main_fn, Config config) {
     pp->id = i;
     sched.all_p.push_back(pp);
   }
-  for (int i = procs - 1; i >= 1; --i) pidleput(sched.all_p[i]);
+  for (int i = procs - 1; i >= 0; --i) pidleput(sched.all_p[i]);
 
   trace_init();
   netpoll_init();
@@ -150,16 +171,11 @@ int run_main(std::function<int()> main_fn, Config config) {
   hog_priority_probe();
   pthread_sigmask(SIG_BLOCK, nullptr, &sched.initial_sigmask);
 
-  M* m0 = new M();
-  m0->id = 0;
-  m0->thread = pthread_self();
-  sched.all_m.push_back(m0);
-  sched.m0 = m0;
-  sched.mcount.store(1);
-  setup_thread(m0);
-  acquirep(m0, sched.all_p[0]);
+  sched.mcount.store(0);
 
-  // The main goroutine.
+  // The main goroutine, queued globally from this thread, which is no M: the first
+  // wake-up starts an M for it. This thread only waits for the end of the run, so that
+  // run returns here whatever the goroutines are doing.
   {
     void* slot = nullptr;
     G* g = new_g(0, "main", sizeof(MainClosure), alignof(MainClosure), &slot);
@@ -180,34 +196,55 @@ int run_main(std::function<int()> main_fn, Config config) {
       },
       nullptr);
 
-  schedule_loop(m0);
+  // Asynchronous signals go to the Ms (which take this mask, plus the runtime's
+  // signals) while this thread waits.
+  sigset_t waiting_mask;
+  sigfillset(&waiting_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&waiting_mask, sig);
+  pthread_sigmask(SIG_SETMASK, &waiting_mask, nullptr);
+  sched.exit_note.sleep();
+  pthread_sigmask(SIG_SETMASK, &sched.initial_sigmask, nullptr);
 
-  // Shutdown: wait for every thread to leave the runtime. Parked goroutines are
-  // abandoned (as Go's main returning); a goroutine still running user code or inside
-  // a blocking call is waited for until it reaches the runtime.
+  // Shutdown, as Go's main returning: parked goroutines are abandoned, and so are the
+  // threads of goroutines in user code, spinning or inside a blocking call: run returns
+  // without waiting for them. Each thread in the runtime leaves it; one outside is
+  // marked abandoned (abandon_outside), one still holding its P in user code is
+  // detached by the preemption signal first.
   pthread_join(sched.sysmon_thread, nullptr);
-  for (;;) {
+  std::vector<M*> abandoned;
+  for (int round = 0;; ++round) {
     sched.lock.lock();
     std::vector<M*> ms = sched.all_m;
     sched.lock.unlock();
     bool all = true;
     for (M* m : ms) {
-      if (m == m0) continue;
-      if (!m->exited.load(std::memory_order_acquire)) {
-        all = false;
-        // Wake it wherever it sleeps.
-        m->park.wakeup();
+      if (m->exited.load(std::memory_order_acquire)) continue;
+      if (std::find(abandoned.begin(), abandoned.end(), m) != abandoned.end()) continue;
+      if (abandon_outside(m)) {
+        abandoned.push_back(m);
+        continue;
       }
+      all = false;
+      // Wake it wherever it sleeps; every 10 ms, ask a goroutine that holds its P in
+      // user code to let it go.
+      m->park.wakeup();
+      if (round % 10 == 0) preempt_for_exit(m);
     }
     netpoll_break();
     if (all) break;
     timespec ts{0, 1'000'000};
     nanosleep(&ts, nullptr);
   }
+  // An abandoned thread keeps its M, its goroutine and that goroutine's stack (it may
+  // run on them until the process ends): they leave all_m and are never freed.
+  for (M* m : abandoned) {
+    pthread_detach(m->thread);
+    sched.all_m.erase(std::find(sched.all_m.begin(), sched.all_m.end(), m));
+    sched.m_abandoned.push_back(m);
+  }
   // A retired M's thread was detached as it exited.
   for (M* m : sched.all_m)
-    if (m != m0 && !m->retired) pthread_join(m->thread, nullptr);
-  teardown_thread(m0);
+    if (!m->retired) pthread_join(m->thread, nullptr);
   trace_shutdown();
   netpoll_shutdown();
 

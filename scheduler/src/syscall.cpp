@@ -13,6 +13,10 @@
 
 #include "syscall.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include "queues.hpp"
 #include "signals.hpp"
 #include "switch.hpp"
@@ -31,6 +35,7 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
   M* m = g_->m;
   if (m->preempt_detached) {
     // The preemption signal left our P for sysmon; get a P back before touching one.
+    return_inside(m);
     m->preempt_detached = 0;
     hog_priority_restore(m);
     exit_syscall_after_preempt();
@@ -85,10 +90,24 @@ void enter_syscall(bool hand_off_now) {
     // be handed off. Kick it back to its shortest delay (once per back-off).
     sched.sysmon_note.wakeup();
   }
+  go_outside(m);
+}
+
+void return_inside(M* m) noexcept {
+  MWhere expected = MWhere::outside;
+  if (m->where.compare_exchange_strong(expected, MWhere::inside, std::memory_order_seq_cst) ||
+      expected != MWhere::abandoned) {
+    return;
+  }
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  for (;;) pause();
 }
 
 void exit_syscall() {
   M* m = this_m();
+  return_inside(m);
   G* g = m->curg;
   sched.nmsys.fetch_sub(1, std::memory_order_relaxed);
   P* oldp = m->oldp;

@@ -17,6 +17,16 @@ inline void leave_p_in_syscall(M* m, P* pp) {
   pp->status.store(PStatus::syscall, std::memory_order_seq_cst);
 }
 
+// The thread, done with the runtime, goes on in user code with no P (enter_syscall, the
+// preemption handler): from here run_main may return without it. Async-signal safe.
+inline void go_outside(M* m) { m->where.store(MWhere::outside, std::memory_order_seq_cst); }
+
+// The first step of a thread coming back from user code without a P (exit_syscall, a
+// detached hog's safe point): marks it inside. If goro::run already returned without
+// it, nothing the thread would touch is its own any more: it sleeps until the process
+// ends, as a goroutine's thread does when Go's main returns.
+void return_inside(M* m) noexcept;
+
 // The calling goroutine enters a blocking call: its P goes to syscall state, or is
 // handed off at once (hand_off_now, for calls known to block long).
 void enter_syscall(bool hand_off_now);

@@ -141,7 +141,7 @@ void stopm(M* m) {
   mput(m);
   sched.lock.unlock();
   trace_event(TraceKind::m_park, 0, 0);
-  if (m == sched.m0 || sched.idle_m_timeout == 0) {
+  if (sched.idle_m_timeout == 0) {
     m->park.sleep();
   } else {
     while (!m->park.sleep_for(sched.idle_m_timeout)) {

@@ -48,10 +48,15 @@ int run_main(std::function<int()> main_fn, Config config);
 }
 
 // Boots the scheduler, runs main_fn as the main goroutine and returns when it returns,
-// like Go's main: goroutines parked at that point are abandoned (their stacks are
-// released without unwinding), and threads still inside user code or a blocking call
-// are waited for. The value main_fn returns (0 for a void function) is the result.
-// Only one run() at a time per process; run() may be called again after it returns.
+// like Go's main: the other goroutines are abandoned, whatever they are doing. Those
+// parked have their stacks released without unwinding. One still running user code (a
+// loop) or inside goro::blocking keeps its thread and stack: that thread goes on with
+// the code it is in and stops for good at its next call into the runtime (the loop's
+// end, the blocking call's return), while run returns at once. To wait for goroutines,
+// main waits for them (a WaitGroup), as in Go. main_fn runs on a thread the runtime
+// starts; the calling thread waits for the end of the run. The value main_fn returns
+// (0 for a void function) is the result. Only one run() at a time per process; run()
+// may be called again after it returns.
 template <class F>
 int run(F&& main_fn, Config config = {}) {
   if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
