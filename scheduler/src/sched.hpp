@@ -110,6 +110,11 @@ struct G {
   int wait_fd = -1;
   const char* low_water = nullptr;  // lowest sp seen at a switch (stack.hpp)
   LocalSlots* locals = nullptr;     // goro::local values (local.cpp), the G's own
+  // lock_os_thread: the M this G is wired to (nullptr: any), and the lock's nesting
+  // depth. Written by the G itself while it runs; read by the M that takes it from a
+  // run queue.
+  M* lockedm = nullptr;
+  std::uint32_t lock_depth = 0;
   char name[32] = {};
 #if defined(GORO_ASAN)
   void* asan_fake_stack = nullptr;
@@ -171,6 +176,10 @@ struct M {
   // nice), 0 when it was not lowered.
   volatile sig_atomic_t hog_saved_prio = 0;
   std::atomic<bool> exited{false};  // read by run_main's shutdown
+  // The goroutine wired to this M by lock_os_thread: while it is set, this M runs no
+  // other goroutine; when that one is not running, it waits, without a P, for the M
+  // that finds it runnable to hand over a P (start_locked_m, stop_locked_m).
+  G* lockedg = nullptr;
   // Where this thread is, for run_main's shutdown (startup.cpp): inside the runtime or
   // holding a P; outside, in user code with no P (a blocking call, or a hog the
   // preemption signal detached); or abandoned by a run that returned without it.

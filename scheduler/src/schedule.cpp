@@ -391,6 +391,20 @@ void execute(M* m, G* g, bool inherit) {
       }
       case SwitchReason::exit:
         sched.live_gs.fetch_sub(1, std::memory_order_relaxed);
+        if (g->lockedm != nullptr) {
+          // It returned still wired to this thread, whose state it may have changed
+          // (as Go does): the thread exits instead of running other goroutines.
+          g->lockedm = nullptr;
+          g->lock_depth = 0;
+          m->lockedg = nullptr;
+          m->retiring = true;
+          if (P* pp = m->p) {
+            gfput(pp, g);
+            releasep(m);
+            handoffp(pp);
+          }
+          return;
+        }
         if (m->p) gfput(m->p, g);
         return;
     }
@@ -402,6 +416,13 @@ void execute(M* m, G* g, bool inherit) {
 void schedule_loop(M* m) {
   for (;;) {
     if (sched.exiting.load(std::memory_order_relaxed) || m->retiring) return;
+    if (m->lockedg != nullptr) {
+      // Wired to a goroutine that parked or yielded: run nothing else until it is
+      // handed back with a P.
+      if (!stop_locked_m(m)) return;
+      execute(m, m->lockedg, false);
+      continue;
+    }
     if (m->p == nullptr) {
       stopm(m);
       continue;
@@ -413,6 +434,10 @@ void schedule_loop(M* m) {
       m->spinning = false;
       // The last spinner found work: start another so the rest is not left waiting.
       if (sched.nmspinning.fetch_sub(1, std::memory_order_seq_cst) == 1) wakep();
+    }
+    if (g->lockedm != nullptr && g->lockedm != m) {
+      start_locked_m(m, g);
+      continue;
     }
     execute(m, g, inherit);
   }

@@ -156,11 +156,13 @@ inline void prefetch_resume(P* pp, const G* next, std::uint32_t left) {
 // directly, without a round trip through g0. g is recorded in *handoff_slot (m->parked
 // or m->yielded) for the next G to finish (after_resume). Not taken when this schedule
 // is the 1-in-61 that must look at the global queue, when a timer is due, when the
-// tracer is on (it records every switch on g0), or when the preemption signal left the
-// M without its P. Returns false if the caller must take the slow path.
+// tracer is on (it records every switch on g0), when the preemption signal left the
+// M without its P, or when g or the next G is wired to a thread (lock_os_thread). Returns false if the caller must take the slow path.
 // Precondition: g->in_runtime > 0.
 inline bool switch_direct(G* g, M* m, G** handoff_slot) {
-  if (m->preempt_detached || trace_enabled.load(std::memory_order_relaxed)) return false;
+  if (m->preempt_detached || m->lockedg != nullptr ||
+      trace_enabled.load(std::memory_order_relaxed))
+    return false;
   P* pp = m->p;
   if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) != 0) return false;
   // Due timers are run by find_runnable; look every 8th switch (a clock read). Counted
@@ -173,6 +175,11 @@ inline bool switch_direct(G* g, M* m, G** handoff_slot) {
   std::uint32_t left = 0;
   G* next = runqget(pp, &inherit, &left);
   if (next == nullptr) return false;
+  if (next->lockedm != nullptr) {
+    // Wired to another M: the scheduling loop hands it over.
+    runqput(pp, next, true);
+    return false;
+  }
   prefetch_resume(pp, next, left);
   if (!inherit) {
     pp->schedtick++;

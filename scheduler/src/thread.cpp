@@ -246,6 +246,30 @@ void handoffp(P* pp) {
   if (when != 0) wake_net_poller(when);
 }
 
+void start_locked_m(M* m, G* g) {
+  M* lm = g->lockedm;
+  P* pp = m->p;
+  releasep(m);
+  lm->nextp = pp;
+  lm->park.wakeup();
+}
+
+bool stop_locked_m(M* m) {
+  if (P* pp = m->p) {
+    releasep(m);
+    handoffp(pp);
+  }
+  // Only start_locked_m (which sets nextp before the wake-up) and the runtime's exit
+  // wake this M: it is on no idle list. nextp is read only after a wake-up.
+  do {
+    m->park.sleep();
+    if (sched.exiting.load(std::memory_order_relaxed)) return false;
+  } while (m->nextp == nullptr);
+  acquirep(m, m->nextp);
+  m->nextp = nullptr;
+  return true;
+}
+
 namespace {
 
 void mthread_main(M* m) {

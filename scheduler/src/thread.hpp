@@ -28,6 +28,13 @@ void wakep();
 // sleep past it, or, with nobody polling, start an M to poll (Go's wakeNetPoller).
 void wake_net_poller(std::int64_t when);
 
+// lock_os_thread's scheduling. g, found runnable by m, is wired to another M: m gives
+// that M its P and g (m is left without a P).
+void start_locked_m(M* m, G* g);
+// m is wired to a goroutine that is not running: hands its P (if any) off, and waits
+// for start_locked_m. Returns false when the runtime is exiting instead.
+bool stop_locked_m(M* m);
+
 // Hands off pp, whose M is blocked (in a syscall) or gone: start an M for it if there
 // is work or nobody is spinning, else put it on the idle list.
 void handoffp(P* pp);

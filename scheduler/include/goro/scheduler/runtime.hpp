@@ -108,6 +108,27 @@ void yield();
 // Parks the calling goroutine for at least d (a timer; no thread sleeps).
 void sleep(std::chrono::nanoseconds d);
 
+// Wires the calling goroutine to the thread it runs on (Go's runtime.LockOSThread):
+// until as many unlock_os_thread() calls, it runs only on this thread, across every
+// park, yield and blocking call, and the thread runs no other goroutine. For C
+// libraries that keep state in thread-locals between calls, and for per-thread kernel
+// state (setns, unshare, a thread's signal mask or priority). A goroutine that returns
+// still wired ends its thread with it, since it may have changed the thread's state
+// (as Go does). Each park or yield of a wired goroutine costs two thread wake-ups: its
+// thread sleeps while it waits, and the thread that finds it runnable hands it a P.
+// Calls nest; no-ops outside a goroutine.
+void lock_os_thread();
+void unlock_os_thread();
+
+// lock_os_thread() for a scope.
+class OsThreadLock {
+ public:
+  OsThreadLock() { lock_os_thread(); }
+  ~OsThreadLock() { unlock_os_thread(); }
+  OsThreadLock(const OsThreadLock&) = delete;
+  OsThreadLock& operator=(const OsThreadLock&) = delete;
+};
+
 // Number of Ps the runtime was started with (GOMAXPROCS).
 int maxprocs();
 
