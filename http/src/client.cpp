@@ -18,6 +18,7 @@
 #include <goro/net/tls.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/waitgroup.hpp>
 
 #include "message_parser.hpp"
 
@@ -212,6 +213,101 @@ bool looks_dead(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   return ::poll(&p, 1, 0) > 0 && p.revents != 0;
 }
+
+// A body up to this size is written by the calling goroutine before it reads the
+// response: on a connection whose peer has read what came before, it fits the kernel's
+// send buffer and the write does not wait. A larger body is written by a goroutine of
+// its own while the caller reads the response, as Go's transport writes every body, so
+// a server that answers early (413, 401) and stops reading is heard when it answers,
+// not at the write timeout.
+constexpr std::size_t kInlineBody = 64 * 1024;
+
+// The writing of one request as the reader of its response sees it. While the body is
+// still going out, the response has no read timeout of its own, only the call's total
+// deadline: a slow upload is not a slow server (Go's ResponseHeaderTimeout, too, starts
+// once the request is written). Once the request is sent, the read timeout applies;
+// once its write failed, a brief look for an answer the server may have sent before it
+// stopped reading or closed (RFC 9112 9.5), after which the write's error is the result.
+class RequestWrite {
+ public:
+  RequestWrite(net::Stream& stream, const ClientOptions& options, net::Deadline total)
+      : stream_(stream), options_(options), total_(total) {}
+  ~RequestWrite() { stop(); }
+  RequestWrite(const RequestWrite&) = delete;
+  RequestWrite& operator=(const RequestWrite&) = delete;
+
+  // Starts a goroutine writing the count buffers of iov under ctx. iov and what it
+  // points to must outlive stop() (the destructor calls it).
+  void start(const iovec* iov, int count, const Context& ctx) {
+    running_ = true;
+    writer_.add(1);
+    goro::go([this, iov, count, &ctx] {
+      Result<std::size_t> n = net::with_context(stream_, net::IoMode::write, ctx,
+                                                [&] { return stream_.writev(iov, count); });
+      finish(n ? std::error_code() : n.error());
+      writer_.done();
+    });
+  }
+
+  // Records the end of the write, with its error if it failed.
+  void finish(std::error_code ec) {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    error_ = ec;
+    // A read already waiting gets the deadline of the new state too.
+    set_read_deadline_locked();
+  }
+
+  // Sets the stream's read deadline for where the write is. Under mu_, so that a write
+  // ending meanwhile cannot have its deadline replaced by the one of the state before.
+  void set_read_deadline() {
+    std::lock_guard lock(mu_);
+    set_read_deadline_locked();
+  }
+
+  // The write's error once it has failed; {} while it runs or when it succeeded.
+  std::error_code error() {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+
+  // Ends a write still running (its wait fails at once with a timeout) and waits for
+  // its goroutine. Whether the whole request was sent. Caller only.
+  bool stop() {
+    if (running_) {
+      {
+        std::lock_guard lock(mu_);
+        if (!done_) stream_.set_write_deadline(std::chrono::steady_clock::now());
+      }
+      writer_.wait();
+      running_ = false;
+    }
+    std::lock_guard lock(mu_);
+    return done_ && !error_;
+  }
+
+ private:
+  void set_read_deadline_locked() {
+    if (!done_) {
+      stream_.set_read_deadline(total_);
+    } else if (error_) {
+      auto brief = std::chrono::nanoseconds(std::chrono::seconds(1));
+      if (options_.read_timeout.count() > 0) brief = std::min(brief, options_.read_timeout);
+      stream_.set_read_deadline(deadline_in(brief, total_));
+    } else {
+      stream_.set_read_deadline(deadline_in(options_.read_timeout, total_));
+    }
+  }
+
+  net::Stream& stream_;
+  const ClientOptions& options_;
+  const net::Deadline total_;
+  goro::Mutex mu_;  // guards done_ and error_, and orders read deadlines with them
+  bool done_ = false;
+  std::error_code error_;
+  bool running_ = false;  // a writer goroutine was started and not yet waited for
+  goro::WaitGroup writer_;
+};
 
 }  // namespace
 
@@ -410,25 +506,22 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
   conn.stream->set_write_deadline(deadline_in(options.write_timeout, total));
   iovec iov[2] = {{head.data(), head.size()},
                   {const_cast<char*>(request.body.data()), request.body.size()}};
-  std::error_code write_error;
-  if (Result<std::size_t> n = conn.stream->writev(iov, request.body.empty() ? 1 : 2); !n) {
+  RequestWrite writing(*conn.stream, options, total);
+  if (request.body.size() <= kInlineBody) {
+    Result<std::size_t> n = conn.stream->writev(iov, request.body.empty() ? 1 : 2);
     // A server may answer before it has read the whole body (413, 401) and stop reading
     // or close: the write then fails, but the answer may be waiting. Look for it
     // briefly; without one, the write's error is the result (RFC 9112 9.5).
-    if (request.body.empty()) return n.error();
-    write_error = n.error();
+    if (!n && request.body.empty()) return n.error();
+    writing.finish(n ? std::error_code() : n.error());
+  } else {
+    writing.start(iov, 2, request.context);
   }
 
   detail::MessageParser& parser = *conn.parser;
   parser.set_response_to_head(request.method == "HEAD");
   auto read_more = [&]() -> Result<std::size_t> {
-    if (write_error) {
-      auto brief = std::chrono::nanoseconds(std::chrono::seconds(1));
-      if (options.read_timeout.count() > 0) brief = std::min(brief, options.read_timeout);
-      conn.stream->set_read_deadline(deadline_in(brief, total));
-    } else {
-      conn.stream->set_read_deadline(deadline_in(options.read_timeout, total));
-    }
+    writing.set_read_deadline();
     std::span<char> space = parser.read_space();
     Result<std::size_t> n = conn.stream->read(space.data(), space.size());
     if (n && *n > 0) {
@@ -438,7 +531,7 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
     return n;
   };
   auto parse_failure = [&]() -> std::error_code {
-    if (write_error) return write_error;
+    if (std::error_code e = writing.error()) return e;
     switch (parser.error().status) {
       case 413: return make_error_code(errc::body_too_large);
       case 431: return make_error_code(errc::header_too_large);
@@ -462,8 +555,8 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
       break;
     }
     Result<std::size_t> n = read_more();
-    if (!n) return write_error ? write_error : n.error();
-    if (*n == 0) return write_error ? write_error : make_error_code(errc::unexpected_eof);
+    if (!n) return writing.error() ? writing.error() : n.error();
+    if (*n == 0) return writing.error() ? writing.error() : make_error_code(errc::unexpected_eof);
   }
 
   ClientResponse response;
@@ -491,7 +584,10 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
       break;
     }
   }
-  reusable = !write_error && parser.keep_alive() && !parser.upgrade() && parser.buffered() == 0 &&
+  // A response that came while the body was still going out ends the write: the
+  // connection is in an unknown state (part of the body unsent), so it is not reused.
+  const bool body_sent = writing.stop();
+  reusable = body_sent && parser.keep_alive() && !parser.upgrade() && parser.buffered() == 0 &&
              !has_token(response.header("connection"), "close");
   if (reusable) parser.next_message();
   return response;

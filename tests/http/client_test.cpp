@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -16,6 +18,7 @@
 #include <goro/http/router.hpp>
 #include <goro/net/errors.hpp>
 
+#include "leak_check.hpp"
 #include "test_certs.hpp"
 #include "test_util.hpp"
 
@@ -417,6 +420,90 @@ TEST(ClientHostile, EarlyAnswerDuringALargeUpload) {
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->status, 413);
   });
+}
+
+// The same with a server that answers 413 after the head of a 64 MiB upload and then
+// neither reads nor closes: the client hears the answer while its body is still going
+// out (the body is written by a goroutine of its own), gets it well before the write
+// timeout, abandons the write and does not reuse the connection; nothing is left behind.
+TEST(ClientHostile, EarlyAnswerFromAServerThatStopsReading) {
+  std::atomic<int> connections{0};
+  with_raw_server(
+      [&connections](net::Conn& c, const std::string& head) {
+        connections.fetch_add(1);
+        if (head.starts_with("GET")) {
+          send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        } else {
+          send_all(c,
+                   "HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\n"
+                   "Connection: close\r\n\r\ntoo big\n");
+        }
+        // Holds the connection, reading nothing, until the client goes (bounded).
+        for (int i = 0; i < 1000 && !c.peer_closed(); ++i) goro::sleep(10ms);
+      },
+      [&](const std::string& base) {
+        ClientOptions o;
+        o.write_timeout = 10s;
+        o.read_timeout = 10s;
+        o.idle_timeout = 100ms;  // the pool's reaper ends soon after the client
+        // One call first, so that what the first connection creates once is in the
+        // baseline.
+        ASSERT_TRUE(Client(o).get(base + "/warm"));
+        connections.store(0);
+        goro::test::LeakCheck leaks("early answer");
+        {
+          Client client(o);
+          auto start = std::chrono::steady_clock::now();
+          Result<ClientResponse> r =
+              client.post(base + "/upload", "application/octet-stream", std::string(64 << 20, 'u'));
+          auto took = std::chrono::steady_clock::now() - start;
+          ASSERT_TRUE(r) << r.error().message();
+          EXPECT_EQ(r->status, 413);
+          EXPECT_EQ(r->body, "too big\n");
+          EXPECT_LT(took, 2s) << "waited for the write timeout (10 s) instead of the answer";
+          std::printf("[figure] 413 to a 64 MiB upload after %.1f ms (write timeout 10 s)\n",
+                      std::chrono::duration<double, std::milli>(took).count());
+          Result<ClientResponse> next = client.get(base + "/next");
+          ASSERT_TRUE(next) << next.error().message();
+          EXPECT_EQ(next->body, "ok");
+          EXPECT_EQ(connections.load(), 2) << "the abandoned connection was reused";
+        }
+        EXPECT_TRUE(leaks.verify());
+      });
+}
+
+// A large body to a server that reads it slowly: the upload takes longer than the read
+// timeout, which counts only once the request is sent (handed to the kernel), so the
+// call succeeds. The server's receive buffer is fixed small, so what the kernel holds
+// of the body (the client's send buffer, up to 4 MiB here) drains well within it.
+TEST(Client, ReadTimeoutStartsOnceALargeBodyIsSent) {
+  constexpr std::size_t kBody = 24u << 20;
+  with_raw_server(
+      [](net::Conn& c, const std::string& head) {
+        int small = 64 * 1024;
+        ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        std::size_t left = kBody - (head.size() - (head.find("\r\n\r\n") + 4));
+        std::vector<char> buf(128 * 1024);
+        while (left > 0) {
+          goro::sleep(10ms);  // 128 KiB per 10 ms: about 2 s for 24 MiB
+          Result<std::size_t> n = c.read(buf.data(), std::min(buf.size(), left));
+          if (!n || *n == 0) return;
+          left -= *n;
+        }
+        send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nread");
+        goro::sleep(100ms);
+      },
+      [](const std::string& base) {
+        ClientOptions o;
+        o.read_timeout = 1s;
+        Client client(o);
+        auto start = std::chrono::steady_clock::now();
+        Result<ClientResponse> r =
+            client.post(base + "/upload", "application/octet-stream", std::string(kBody, 'u'));
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->body, "read");
+        EXPECT_GT(std::chrono::steady_clock::now() - start, 1s) << "the upload was not slow";
+      });
 }
 
 TEST(ClientRedirects, ResolveLocationsAsRfc3986Says) {

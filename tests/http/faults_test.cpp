@@ -11,15 +11,19 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <goro/http/server.hpp>
 #include <goro/scheduler/runtime.hpp>
@@ -93,6 +97,12 @@ void handler(Request& req, ResponseWriter& w) {
   } else if (path == "/sleep") {
     goro::sleep(100ms);
     w.text("slept");
+  } else if (path == "/throw") {
+    throw std::runtime_error("handler broke before writing");
+  } else if (path == "/throw-late") {
+    w.write("partial");
+    w.flush();
+    throw std::runtime_error("handler broke after a flush");
   } else {
     w.text("hello");
   }
@@ -281,6 +291,135 @@ TEST_F(Faults, BrokenPipeWhileWritingLargeResponse) {
   settle();
   expect_serving();
   EXPECT_TRUE(leaks.verify());
+}
+
+// A handler that throws before writing: the client gets a 500 with Connection: close.
+// One that throws after part of its response went out: the connection is closed, so
+// the client sees a response cut short (a chunked body without its last chunk), never
+// one that looks complete. Either way the process lives and serves, nothing leaks.
+TEST_F(Faults, ThrowingHandlerGets500AndTheServerLives) {
+  LeakCheck leaks("throwing handler");
+  for (int i = 0; i < 20; ++i) {
+    RawConn c(server_.port());
+    ASSERT_TRUE(c.send("GET /throw HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << "no reply to a request whose handler threw";
+    EXPECT_EQ(r->status, 500);
+    EXPECT_EQ(r->header("connection"), "close");
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    RawConn c(server_.port());
+    ASSERT_TRUE(c.send("GET /throw-late HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_TRUE(c.closed_by_peer());
+    const std::string& got = c.pending();
+    EXPECT_TRUE(got.starts_with("HTTP/1.1 200")) << got;
+    EXPECT_NE(got.find("Transfer-Encoding: chunked"), std::string::npos) << got;
+    EXPECT_NE(got.find("partial"), std::string::npos) << got;
+    EXPECT_FALSE(got.ends_with("\r\n0\r\n\r\n")) << "the cut response looks complete: " << got;
+  }
+  EXPECT_EQ(observed_.handlers_done.load(), 0);
+  settle();
+  expect_serving();
+  EXPECT_TRUE(leaks.verify());
+}
+
+// A handler that overflows its stack ends the process with a message naming the
+// goroutine, as Go's "goroutine stack exceeds" fatal error does: a guard page below
+// each stack turns the overflow into a fault the runtime reports, not memory silently
+// overwritten.
+TEST(FaultsDeathTest, HandlerStackOverflowEndsTheProcessNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        struct Recurse {
+          // Unbounded unless the stack is: `limit` is never reached.
+          static int down(int n, int limit) {
+            volatile char pad[512];
+            pad[0] = static_cast<char>(n);
+            if (n == limit) return 0;
+            return down(n + 1, limit) + pad[0];
+          }
+        };
+        ServerOptions o;
+        o.stack_size = 64 * 1024;
+        TestServer server(
+            [](Request&, ResponseWriter& w) { w.text(std::to_string(Recurse::down(0, -1))); }, o);
+        RawConn c(server.port());
+        c.send("GET /deep HTTP/1.1\r\nHost: x\r\n\r\n");
+        c.read_response();
+      },
+      "goroutine [0-9]+: stack overflow");
+}
+
+// Handlers stuck in goro::blocking (a read of a pipe nobody writes: a backend that
+// never answers) on a server with one P: each holds a thread, not the P, so requests
+// on other connections are answered as before. Then the pipe is written, the stuck
+// handlers answer, and nothing is left behind.
+TEST(HandlerFaults, HandlersBlockedInBlockingCallsLeaveOthersServedOnOneP) {
+  constexpr int kStuck = 4;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  static std::atomic<int> stuck;
+  static int stuck_fd;
+  stuck.store(0);
+  stuck_fd = pipe_fds[0];
+  ServerOptions o;
+  o.error_log = [](std::string_view) {};
+  TestServer server(
+      [](Request& req, ResponseWriter& w) {
+        if (req.path() == "/stuck") {
+          stuck.fetch_add(1);
+          char byte = 0;
+          goro::blocking([&] { return ::read(stuck_fd, &byte, 1); });
+          w.text("released");
+        } else {
+          w.text("hello");
+        }
+      },
+      o, 1);
+  // Measures round trips of plain requests on new connections.
+  auto measure = [&](const char* when, int count) {
+    std::vector<double> ms;
+    for (int i = 0; i < count; ++i) {
+      using Ms = std::chrono::duration<double, std::milli>;
+      auto start = std::chrono::steady_clock::now();
+      auto r = round_trip(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      ms.push_back(Ms(std::chrono::steady_clock::now() - start).count());
+      if (!r || r->status != 200) {
+        ADD_FAILURE() << when << ": request " << i << " not answered";
+        return 0.0;
+      }
+    }
+    std::sort(ms.begin(), ms.end());
+    double p99 = ms[ms.size() * 99 / 100];
+    std::printf(
+        "[figure] 1 P, %s: %d requests on new connections, median %.3f ms, p99 %.3f ms, "
+        "max %.3f ms\n",
+        when, count, ms[ms.size() / 2], p99, ms.back());
+    return p99;
+  };
+  measure("no handler stuck", 200);  // also starts what the baseline must hold (the accept loop)
+  {
+    LeakCheck leaks("blocked handlers");
+    std::vector<std::unique_ptr<RawConn>> held;
+    for (int i = 0; i < kStuck; ++i) {
+      held.push_back(std::make_unique<RawConn>(server.port()));
+      ASSERT_TRUE(held.back()->send("GET /stuck HTTP/1.1\r\nHost: x\r\n\r\n"));
+    }
+    ASSERT_TRUE(eventually([&] { return stuck.load() == kStuck; }))
+        << stuck.load() << " handlers reached the blocking call";
+    double p99 = measure("4 handlers stuck in goro::blocking", 200);
+    EXPECT_LT(p99, 100.0) << "requests beside the stuck handlers waited";
+    ASSERT_EQ(::write(pipe_fds[1], "xxxx", kStuck), kStuck);
+    for (auto& c : held) {
+      auto r = c->read_response();
+      ASSERT_TRUE(r) << "a released handler did not answer";
+      EXPECT_EQ(r->body, "released");
+    }
+  }
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }
 
 // A sanitizer's allocator keeps freed memory out of reuse for a while (ASan's quarantine
