@@ -4,6 +4,7 @@
 #   target_link_libraries(app PRIVATE goro::framework)   # or goro::http, goro::scheduler ...
 #   target_link_libraries(app_test PRIVATE goro::httptest)   # component httptest
 #   target_link_libraries(app PRIVATE goro::json)            # component json
+#   target_link_libraries(app PRIVATE goro::hooks)           # component hooks
 #
 # Each layer installs its own library into the export set `goroTargets`
 # (install(TARGETS goro_<layer> EXPORT goroTargets) in <layer>/CMakeLists.txt) and its
@@ -24,7 +25,7 @@ set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
 set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
 set(GORO_CONFIG_NEEDS_ZLIB OFF)
-foreach(layer scheduler net http httptest json framework)
+foreach(layer scheduler net hooks http httptest json framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)

@@ -14,6 +14,8 @@
 //                 written for goro does
 //       handoff   the same blocking call inside goro::blocking_long, which hands the
 //                 P to another thread at once: the correct way without an async API
+// Built as bench_clibs_hooks, the program links goro::hooks, and the blocking mode's
+// calls park their goroutines on the netpoller (docs/hooks.md, "Transparent hooks").
 // Connections are made before the clock starts (in the same mode); only the slow calls
 // are timed. GORO_MAXPROCS sets the Ps as usual.
 //

@@ -12,12 +12,13 @@
 #   curl   one transfer of http://127.0.0.1:PORT/sleep?ms=100
 # in the three modes of bench_clibs: wait_fd (examples/clients/ over net::FdWatch),
 # blocking (the library's blocking call made straight from the goroutine) and handoff
-# (that call in goro::blocking_long). Prints a markdown table; the numbers are in
-# docs/hooks.md.
+# (that call in goro::blocking_long), and a fourth, hooks: the blocking mode of
+# bench_clibs_hooks, the same program with goro::hooks linked, where those blocking calls
+# park the goroutine. Prints a markdown table; the numbers are in docs/hooks.md.
 #
 # Environment knobs:
 #   N=200 PROCS=1          goroutines, and GORO_MAXPROCS
-#   LIBS="pg redis curl"   MODES="wait_fd blocking handoff"
+#   LIBS="pg redis curl"   MODES="wait_fd blocking handoff hooks"
 #   BUILD_DIR=...          build folder (default: <repo>/build-bench-clibs; one that is
 #                          configured already is used as it is)
 #   JOBS=2                 parallel build jobs
@@ -29,7 +30,7 @@ build="${BUILD_DIR:-$root/build-bench-clibs}"
 n="${N:-200}"
 procs="${PROCS:-1}"
 libs="${LIBS:-pg redis curl}"
-modes="${MODES:-wait_fd blocking handoff}"
+modes="${MODES:-wait_fd blocking handoff hooks}"
 servers="$root/scripts/test-servers.sh"
 
 log() { printf '%s\n' "$*" >&2; }
@@ -39,7 +40,7 @@ log "building bench_clibs and goro-demo in $build"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF >/dev/null
 fi
-cmake --build "$build" --target bench_clibs goro-demo -j "${JOBS:-2}" >/dev/null
+cmake --build "$build" --target bench_clibs bench_clibs_hooks goro-demo -j "${JOBS:-2}" >/dev/null
 
 pg_dir="$(mktemp -d /tmp/goro-bench-pg-XXXXXX)"
 redis_dir="$(mktemp -d /tmp/goro-bench-redis-XXXXXX)"
@@ -73,7 +74,9 @@ printf '| library | mode | goroutines | Ps | elapsed (ms) | ok | threads (peak) 
 printf '|---|---|---|---|---|---|---|\n'
 for lib in $libs; do
   for mode in $modes; do
-    line=$(GORO_MAXPROCS=$procs "$build/loadtest/clibs/bench_clibs" "$lib" "$mode" "$n" "$(target "$lib")" || true)
+    bench=bench_clibs bench_mode=$mode
+    [ "$mode" = hooks ] && bench=bench_clibs_hooks bench_mode=blocking
+    line=$(GORO_MAXPROCS=$procs "$build/loadtest/clibs/$bench" "$lib" "$bench_mode" "$n" "$(target "$lib")" || true)
     log "$line"
     get() { printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
     printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$lib" "$mode" "$n" "$procs" \
