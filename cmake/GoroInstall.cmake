@@ -25,6 +25,7 @@ set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
 set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
 set(GORO_CONFIG_NEEDS_ZLIB OFF)
+set(GORO_CONFIG_NEEDS_NGHTTP2 OFF)
 foreach(layer scheduler net hooks http httptest json framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
@@ -35,6 +36,10 @@ foreach(layer scheduler net hooks http httptest json framework)
     # A static goro_http names zlib (WebSocket compression) as a link-only dependency.
     if(_goro_iface MATCHES "ZLIB::")
       set(GORO_CONFIG_NEEDS_ZLIB ON)
+    endif()
+    # ... and nghttp2 (HTTP/2), as the imported target pkg-config made.
+    if(_goro_iface MATCHES "PkgConfig::NGHTTP2")
+      set(GORO_CONFIG_NEEDS_NGHTTP2 ON)
     endif()
   endif()
 endforeach()

@@ -36,6 +36,7 @@ HEADLINE = {
     "handoff": ("requests_per_s", "plaintext req/s under /block", True),
     "preempt": ("p99_ms", "plaintext p99 ms under /cpu hogs", False),
     "https": ("requests_per_s", "req/s", True),
+    "h2": ("requests_per_s", "req/s", True),
     "idle": ("bytes_per_conn", "server bytes per idle conn", False),
     "idle-ws": ("bytes_per_conn", "server bytes per idle WebSocket", False),
     "scaling": ("requests_per_s", "req/s", True),

@@ -38,7 +38,7 @@ root="$(cd "$here/.." && pwd)"
 http_dir="$here/http"
 
 all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k sleep handoff
-  preempt https idle idle-ws scaling)
+  preempt https h2 idle idle-ws scaling)
 
 # What each scenario measures, for --list and the report.
 describe() {
@@ -53,6 +53,7 @@ describe() {
     handoff) echo "GET /plaintext (64 conns) beside ${BLOCK_CONNS:-32} connections of /block?ms=${BLOCK_MS:-10}: plaintext kept" ;;
     preempt) echo "GET /plaintext (64 conns) beside ${HOGS:-4} /cpu?ms=${HOG_MS:-3000} hogs: plaintext p99, max" ;;
     https) echo "GET /plaintext over TLS 1.3 (TLS_AES_128_GCM_SHA256, ECDSA P-256), 64 conns: requests/s" ;;
+    h2) echo "GET /plaintext over HTTP/2 and TLS (ALPN h2), h2load -c64 -m16: requests/s" ;;
     idle) echo "${IDLE_CONNS:-10000} idle keep-alive connections: server RSS per connection" ;;
     idle-ws) echo "${IDLE_CONNS:-10000} idle WebSocket connections (/ws/echo): server RSS per connection" ;;
     scaling) echo "GET /plaintext, ${SCALE_CONNS:-256} conns, at ${SCALE_PROCS:-1 2 4 8} cores: requests/s" ;;
@@ -72,6 +73,7 @@ does_not_apply() {
     epoll/sleep | epoll/handoff | epoll/preempt)
       echo "the bare loop has no runtime: no timers, no blocking calls, no preemption" ;;
     epoll/https) echo "the bare loop speaks no TLS" ;;
+    asio/h2 | epoll/h2) echo "speaks no HTTP/2" ;;
     go/idle-ws | nginx/idle-ws | asio/idle-ws | epoll/idle-ws)
       echo "serves no WebSocket" ;;
     asio/* | epoll/*)
@@ -304,7 +306,7 @@ http {
   charset utf-8;
   charset_types text/plain;
   server {
-    listen 127.0.0.1:$port backlog=4096$([ "$scheme" = https ] && echo " ssl");
+    listen 127.0.0.1:$port backlog=4096$([ "$scheme" = https ] && echo " ssl")$([ "$h2" = 1 ] && echo " http2");
     ssl_certificate $tls/cert.pem;
     ssl_certificate_key $tls/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
@@ -432,6 +434,31 @@ parse_result() {
 }
 ms() { awk -v u="$1" 'BEGIN { printf "%.3f", u / 1000 }'; }
 
+# h2load in wrk's place for the h2 scenario (HTTP/2 over TLS, ALPN h2): sets w_rps and
+# the error counts; h2load gives no percentiles, so the latencies stay empty.
+run_h2load() {  # conns streams seconds url
+  local conns=$1 streams=$2 seconds=$3 url=$4 threads=$client_threads result
+  [ "$threads" -gt "$conns" ] && threads=$conns
+  echo "== h2load -t$threads -c$conns -m$streams -D $seconds $url" >>"$wrk_log"
+  result=$(OPENSSL_CONF="$tls/client.cnf" "${client_pin[@]}" h2load -t"$threads" -c"$conns" \
+    -m"$streams" -D "$seconds" "$url" 2>&1 || true)
+  printf '%s\n' "$result" >>"$wrk_log"
+  parse_result ""
+  w_rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$result" |
+    awk '{ printf "%.0f", $1 }')
+  [ -z "$w_rps" ] && w_rps=0
+  local failed errored timedout non2xx
+  read -r failed errored timedout < <(sed -n \
+    's/^requests: .* \([0-9]*\) failed, \([0-9]*\) errored, \([0-9]*\) timeout.*/\1 \2 \3/p' <<<"$result")
+  non2xx=$(sed -n 's/^status codes: [0-9]* 2xx, \([0-9]*\) 3xx, \([0-9]*\) 4xx, \([0-9]*\) 5xx.*/\1 \2 \3/p' \
+    <<<"$result" | awk '{ print $1 + $2 + $3 }')
+  w_errors=$((${failed:-0} + ${errored:-0} + ${timedout:-0}))
+  if [ "$w_errors" -gt 0 ] || [ "${non2xx:-0}" -gt 0 ]; then
+    w_error_detail="failed=${failed:-?} errored=${errored:-?} timeout=${timedout:-?} non2xx=${non2xx:-?}"
+    w_errors=$((w_errors + ${non2xx:-0}))
+  fi
+}
+
 # A wrk load beside the measured one (handoff's /block, preempt's /cpu), run until
 # stop_background; its RESULT becomes bg_rps.
 start_background() {  # conns url timeout_s logfile
@@ -531,7 +558,7 @@ for entry in "${steps[@]}"; do
   fi
 
   place "$p"
-  scheme=http path=/plaintext conns=64 script="" timeout=5
+  scheme=http path=/plaintext conns=64 script="" timeout=5 h2=0
   case "$scenario" in
     plaintext-1k) conns=1000 ;;
     plaintext-10k) conns=10000 timeout=10 ;;
@@ -540,6 +567,7 @@ for entry in "${steps[@]}"; do
     echo4k) path=/echo script=post4k.lua ;;
     sleep) path="/sleep?ms=10" conns=1000 ;;
     https) scheme=https ;;
+    h2) scheme=https h2=1 ;;
     scaling) conns=$scale_conns ;;
     idle) conns=$idle_conns ;;
     idle-ws) conns=$idle_conns path=/ws/echo ;;
@@ -597,6 +625,25 @@ for entry in "${steps[@]}"; do
     [ -z "$per_conn" ] && status=failed
     log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn, errors %s' "${idle_n:-0}" "$scenario" \
       "$rss_before" "$rss_after" "${per_conn:-?}" "$w_errors")"
+  elif [ "$scenario" = h2 ]; then
+    run_h2load "$conns" 16 "$warmup" "$url_base$path" # warm-up
+    cpu0=$(cpu_ticks "$server_pid")
+    busy0=$(cores_busy_ticks)
+    t0=$EPOCHREALTIME
+    run_h2load "$conns" 16 "$seconds" "$url_base$path"
+    t1=$EPOCHREALTIME
+    busy1=$(cores_busy_ticks)
+    cpu1=$(cpu_ticks "$server_pid")
+    rss=$(rss_kib "$server_pid")
+    p50="" p99="" maxl="" note="h2load: no percentiles"
+    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
+    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    status=ok
+    [ "$w_rps" = 0 ] && status=failed note="h2load completed no request (log: $wrk_log)"
+    log "$prefix $(printf '%s req/s  errors %s  RSS %s KiB  CPU %s%%  others %s%%' \
+      "$w_rps" "$w_errors" "$rss" "$cpu" "$others")"
   else
     run_wrk "$conns" "$client_threads" "$warmup" "$url_base$path" "$script" "$timeout" # warm-up
     if [ "$scenario" = handoff ] || [ "$scenario" = preempt ]; then

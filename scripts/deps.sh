@@ -26,6 +26,7 @@ GORO_DEPS_BUILD=(
   node-llhttp       # HTTP/1.1 parser used by goro::http
   zlib1g-dev        # WebSocket permessage-deflate in goro::http
   libssl-dev        # TLS in goro::net
+  libnghttp2-dev    # HTTP/2 framing and HPACK in goro::http
   libunwind-dev     # goroutine dumps read parked goroutines' stacks
   nlohmann-json3-dev  # goro::json (optional: without it goro::json is simply not built)
   libgtest-dev

@@ -1,7 +1,7 @@
 // goro-demo: an HTTP server showing what goro does with plain blocking handler code.
 //
 //   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
-//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]] [--debug]
+//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]] [--debug] [--h2c]
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
 //                            on stderr: the container's HEALTHCHECK, which needs no curl
 //
@@ -24,6 +24,9 @@
 //   GET  /debug/goro/... goroutine dumps and scheduler state, with --debug only (stacks
 //                        are not for the open Internet: bind --addr to 127.0.0.1, or
 //                        publish the port on a private network only)
+//
+// HTTP/2: over TLS when the client offers h2 in ALPN; on plain TCP with --h2c, for
+// clients with prior knowledge (curl --http2-prior-knowledge, h2load), beside HTTP/1.1.
 //
 // The service shell is goro::App: the address also comes from GORO_ADDR or PORT, and
 // SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
@@ -181,6 +184,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
                "[--shutdown-timeout SECONDS] [--access-log[=logfmt|json|common]] [--debug]\n"
+               "                 [--h2c]\n"
                "       goro-demo --probe URL\n");
 }
 
@@ -188,7 +192,11 @@ void usage() {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
-  goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
+  goro::AppOptions options{.name = "goro-demo", .shutdown_timeout = 5s};
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--h2c") options.server.enable_h2c = true;
+  }
+  goro::App app(argc, argv, std::move(options));
   std::string root;
   bool debug = false;
   const auto& args = app.args();
@@ -197,6 +205,8 @@ int main(int argc, char** argv) {
       root = args[++i];
     } else if (args[i] == "--debug") {
       debug = true;
+    } else if (args[i] == "--h2c") {
+      // Taken above, into the server's options.
     } else {
       usage();
       return 2;

@@ -134,7 +134,12 @@ int App::run(std::function<http::Handler()> make) {
         if (tls) {
           net::TlsConfig config;
           config.certificates.push_back({options_.tls_cert, options_.tls_key});
-          config.alpn = {"http/1.1"};
+          // HTTP/2 through ALPN when the server speaks it.
+          if (options_.server.enable_http2) {
+            config.alpn = {"h2", "http/1.1"};
+          } else {
+            config.alpn = {"http/1.1"};
+          }
           auto ctx = net::TlsContext::server(config);
           if (!ctx) {
             log("TLS certificate " + options_.tls_cert + ": " + ctx.error().message());

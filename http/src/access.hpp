@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -22,6 +23,14 @@ struct RequestAccess {
   static bool prepare(Request& req, std::string_view method, std::string_view target,
                       std::span<const HeaderField> headers, BodySource* source);
   static void set_pattern(Request& req, std::string_view pattern) { req.pattern_ = pattern; }
+  // After prepare from parts: what the parts do not say (an HTTP/2 stream's request).
+  static void set_origin(Request& req, std::string_view remote_addr, int version_major,
+                         int version_minor, std::int64_t content_length) {
+    req.remote_addr_ = remote_addr;
+    req.version_major_ = version_major;
+    req.version_minor_ = version_minor;
+    req.content_length_ = content_length;
+  }
   // Where req's body comes from (nullptr for a request no server made).
   static BodySource* source(const Request& req) { return req.source_; }
   // Replaces where req's body comes from; returns the previous source.

@@ -129,7 +129,7 @@ void append_json_string(std::string& out, std::string_view v) {
 // The fields of one access log line.
 struct LogEntry {
   std::string_view method, target, remote, request_id;
-  int version_minor = 1;
+  int version_major = 1, version_minor = 1;
   int status = 0;
   std::uint64_t bytes = 0;
   std::int64_t micros = -1;  // -1: not known (a reply the server made on its own)
@@ -146,7 +146,9 @@ std::string format_entry(AccessLogFormat format, const LogEntry& e) {
       line.append(e.method.empty() ? "-" : e.method);
       line.push_back(' ');
       line.append(e.target.empty() ? "-" : e.target);
-      line.append(e.version_minor == 0 ? " HTTP/1.0" : " HTTP/1.1");
+      line.append(e.version_major == 2   ? " HTTP/2.0"
+                  : e.version_minor == 0 ? " HTTP/1.0"
+                                         : " HTTP/1.1");
       if (e.micros >= 0) {
         std::snprintf(num, sizeof num, "\" %d %llu %lld.%03lldms", e.status,
                       static_cast<unsigned long long>(e.bytes),
@@ -220,6 +222,7 @@ Middleware access_log(AccessLogOptions options) {
       e.method = req.method();
       e.target = req.target();
       e.remote = req.remote_addr();
+      e.version_major = req.version_major();
       e.version_minor = req.version_minor();
       e.status = w.status();
       e.bytes = w.bytes_written();

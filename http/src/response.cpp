@@ -90,6 +90,7 @@ std::error_code ResponseWriter::json(std::string_view body, int status) {
 }
 
 std::error_code ResponseWriter::send_head(bool final) {
+  if (sink_->frames_response()) return send_framed_head(final);
   std::int64_t declared = parse_length(headers_.get("content-length"));
   if (body_forbidden(status_)) {
     framing_ = Framing::none;
@@ -169,6 +170,41 @@ std::error_code ResponseWriter::send_head(bool final) {
   return {};
 }
 
+// The head for a sink that frames the response itself: no HTTP/1.1 head, no chunking;
+// the length, when known, is the one a Content-Length would state.
+std::error_code ResponseWriter::send_framed_head(bool final) {
+  std::int64_t declared = parse_length(headers_.get("content-length"));
+  declared_length_ = -1;
+  if (body_forbidden(status_)) {
+    framing_ = Framing::none;
+  } else {
+    framing_ = Framing::framed;
+    if (final) {
+      declared_length_ =
+          (head_request_ && declared >= 0) ? declared : static_cast<std::int64_t>(body_bytes_);
+    } else {
+      declared_length_ = declared;
+    }
+  }
+  std::string_view body;
+  if (framing_ == Framing::framed && !head_request_) {
+    body = buffer_;
+    if (declared_length_ >= 0 && body.size() > static_cast<std::uint64_t>(declared_length_)) {
+      body = body.substr(0, static_cast<std::size_t>(declared_length_));
+    }
+  }
+  const bool end = final || head_request_ || framing_ == Framing::none;
+  head_sent_ = true;
+  std::error_code ec = sink_->write_head(status_, headers_, declared_length_, body, end);
+  buffer_.clear();
+  if (ec) return fail(ec);
+  if (declared_length_ >= 0 && !head_request_ &&
+      static_cast<std::int64_t>(body_bytes_) > declared_length_) {
+    return fail(errc::content_length_exceeded);
+  }
+  return {};
+}
+
 std::error_code ResponseWriter::send_body(std::string_view data) {
   std::uint64_t before = body_bytes_;
   body_bytes_ += data.size();
@@ -183,8 +219,8 @@ std::error_code ResponseWriter::send_body(std::string_view data) {
     end[0] = '\r';
     end[1] = '\n';
     iov[count++] = {chunk_head, static_cast<std::size_t>(end + 2 - chunk_head)};
-  } else if (framing_ == Framing::length &&
-             static_cast<std::int64_t>(body_bytes_) > declared_length_) {
+  } else if ((framing_ == Framing::length || framing_ == Framing::framed) &&
+             declared_length_ >= 0 && static_cast<std::int64_t>(body_bytes_) > declared_length_) {
     std::int64_t room = declared_length_ - static_cast<std::int64_t>(before);
     data = data.substr(0, room > 0 ? static_cast<std::size_t>(room) : 0);
     too_long = true;
@@ -225,6 +261,12 @@ std::error_code ResponseAccess::finish(ResponseWriter& w) {
   if (w.error_) return w.error_;
   if (!w.head_sent_) return w.send_head(true);
   if (w.head_request_) return {};
+  if (w.framing_ == ResponseWriter::Framing::framed) {
+    const bool complete = w.declared_length_ < 0 ||
+                          static_cast<std::int64_t>(w.body_bytes_) >= w.declared_length_;
+    if (std::error_code ec = w.sink_->end_body(complete)) return w.fail(ec);
+    return {};
+  }
   if (w.framing_ == ResponseWriter::Framing::chunked) {
     iovec end{const_cast<char*>("0\r\n\r\n"), 5};
     if (std::error_code ec = w.sink_->write_out(&end, 1)) return w.fail(ec);

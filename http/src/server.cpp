@@ -99,7 +99,11 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
     impl_->closing.store(true, std::memory_order_release);
     for (net::Listener* l : impl_->listeners) l->close();
     for (detail::ServerConn* c : impl_->conns) {
-      if (c->idle()) c->close_stream();
+      if (c->idle()) {
+        c->close_stream();
+      } else {
+        c->begin_shutdown();
+      }
     }
     if (impl_->conns.empty()) return {};
     impl_->drained = drained;
@@ -139,7 +143,7 @@ std::error_code listen_and_serve_tls(std::string_view address, std::string_view 
                                      std::string_view key_file, Handler handler) {
   net::TlsConfig config;
   config.certificates.push_back({std::string(cert_file), std::string(key_file)});
-  config.alpn = {"http/1.1"};
+  config.alpn = {"h2", "http/1.1"};
   Result<std::shared_ptr<net::TlsContext>> context = net::TlsContext::server(config);
   if (!context) return context.error();
   Result<net::TlsListener> listener = net::tls_listen("tcp", address, *context);

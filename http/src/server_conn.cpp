@@ -74,6 +74,12 @@ bool ServerConn::set_idle(bool idle) {
 
 void ServerConn::serve() {
   remote_ = stream_->remote_addr().to_string();
+  if (wants_http2()) {
+    serve_http2();
+    return;
+  }
+  // Bytes read while looking for the h2c preface start a request: not idle any more.
+  if (parser_.buffered() > 0 && !set_idle(false)) return;
   bool first = true;
   for (;;) {
     if (!read_head(first)) return;

@@ -22,6 +22,7 @@ namespace goro::http {
 
 namespace detail {
 class ServerConn;
+class H2Conn;
 }
 
 struct Server::Impl {
@@ -98,8 +99,14 @@ class ServerConn final : public BodySource, public ResponseSink {
   // Called by shutdown, under server mu.
   bool idle() const noexcept { return idle_; }
   void close_stream() { stream_->close(); }
+  // Shutdown found the connection busy: an HTTP/2 one says GOAWAY (server_conn_h2.cpp).
+  void begin_shutdown();
 
  private:
+  // Whether the connection is to speak HTTP/2: ALPN "h2" agreed over TLS, or the h2c
+  // client preface read (and left in parser_) on a plain one (server_conn_h2.cpp).
+  bool wants_http2();
+  void serve_http2();
   bool set_idle(bool idle);
   bool read_head(bool first);
   Result<std::size_t> wait_idle();
@@ -137,6 +144,8 @@ class ServerConn final : public BodySource, public ResponseSink {
   std::string out_;      // responses batched for one write (pipelining)
 
   bool idle_ = true;  // guarded by server_->mu
+  // The HTTP/2 connection being served, if any; guarded by server_->mu.
+  H2Conn* h2_ = nullptr;
   bool keep_going_ = true;
   bool continue_sent_ = false;
   bool close_after_ = false;  // the connection cannot carry another request

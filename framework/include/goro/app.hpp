@@ -43,6 +43,7 @@ struct AppOptions {
   // How long a shutdown lets requests in flight finish.
   std::chrono::nanoseconds shutdown_timeout = std::chrono::seconds(10);
   // Serve HTTPS with this certificate chain and key (PEM files); --tls-cert/--tls-key.
+  // ALPN offers "h2" too unless server.enable_http2 is off.
   std::string tls_cert, tls_key;
   // Ps for the runtime; 0: goro::Config's default (GORO_MAXPROCS, the cgroup quota, the
   // cores).

@@ -28,6 +28,24 @@ class ResponseSink {
   // this response (false adds "Connection: close").
   virtual bool reusable() = 0;
 
+  // A sink that frames the response itself (HTTP/2) says so here; the writer then hands
+  // it the head as fields through write_head, the body bytes unframed through
+  // write_out, and the end through end_body, and never serialises an HTTP/1.1 head.
+  virtual bool frames_response() const noexcept { return false; }
+  // The head: status, the handler's fields (Content-Length, Transfer-Encoding and
+  // Connection among them are the sink's to drop), the body length (-1: unknown), the
+  // first body bytes, and whether the response ends with them.
+  virtual std::error_code write_head(int status, const Headers& headers,
+                                     std::int64_t content_length, std::string_view body, bool end) {
+    (void)status, (void)headers, (void)content_length, (void)body, (void)end;
+    return std::make_error_code(std::errc::operation_not_supported);
+  }
+  // The body is over; complete is false when it is shorter than the length announced.
+  virtual std::error_code end_body(bool complete) {
+    (void)complete;
+    return {};
+  }
+
  protected:
   ~ResponseSink() = default;
 };
@@ -71,9 +89,11 @@ class ResponseWriter {
  private:
   friend struct detail::ResponseAccess;
 
-  enum class Framing : std::uint8_t { none, length, chunked, close };
+  // framed: the sink frames the body (HTTP/2), declared_length_ says its length or -1.
+  enum class Framing : std::uint8_t { none, length, chunked, close, framed };
 
   std::error_code send_head(bool final);
+  std::error_code send_framed_head(bool final);
   std::error_code send_body(std::string_view data);
   std::error_code fail(std::error_code ec) noexcept;
 

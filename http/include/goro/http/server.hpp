@@ -1,10 +1,13 @@
-// goro::http::Server — HTTP/1.1 over goro::net, one goroutine per connection.
+// goro::http::Server — HTTP/1.1 and HTTP/2 over goro::net, one goroutine per connection.
 //
 //   goro::run([] {
 //     goro::http::listen_and_serve("127.0.0.1:8080", [](auto& req, auto& w) {
 //       w.text("Hello, World!");
 //     });
 //   });
+//
+// HTTP/2 (ServerOptions::enable_http2, enable_h2c) runs each stream's handler in a
+// goroutine of its own; docs/http.md says how.
 //
 // Each accepted connection is served by its own goroutine, which reads requests into
 // one reusable buffer, parses them with llhttp in strict mode, and runs the handler for
@@ -82,6 +85,21 @@ struct ServerOptions {
   // Initial size of a connection's read buffer (it grows for large heads).
   std::size_t read_buffer_size = 4 * 1024;
 
+  // HTTP/2 (RFC 9113, framing and HPACK by nghttp2). Over TLS a connection whose
+  // client and listener agreed on ALPN "h2" is served as HTTP/2 (the listener's
+  // TlsConfig must offer "h2"; listen_and_serve_tls does); off: such a connection is
+  // served as HTTP/1.1, so leave "h2" out of the offer too. The limits and timeouts
+  // above apply to each stream (max_header_bytes is also sent as
+  // SETTINGS_MAX_HEADER_LIST_SIZE; idle_timeout counts while no stream is open).
+  bool enable_http2 = true;
+  // Cleartext HTTP/2 with prior knowledge ("h2c"): a plain connection whose first bytes
+  // are the client preface is served as HTTP/2, any other as HTTP/1.1. There is no
+  // upgrade from HTTP/1.1 (RFC 9113 dropped it).
+  bool enable_h2c = false;
+  // Streams an HTTP/2 client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS);
+  // a new stream while this many handlers still run is refused (REFUSED_STREAM).
+  std::uint32_t http2_max_concurrent_streams = 250;
+
   // Stack of each connection goroutine; zero: the runtime's default (goro::Config).
   std::size_t stack_size = 0;
   // Where a handler's exception is reported; empty: one line on stderr.
@@ -154,7 +172,7 @@ Context shutdown_context(Request& req);
 // until the listener fails; returns that error.
 std::error_code listen_and_serve(std::string_view address, Handler handler);
 // The same over TLS with one certificate chain and key (PEM files), offering ALPN
-// "http/1.1".
+// "h2" and "http/1.1".
 std::error_code listen_and_serve_tls(std::string_view address, std::string_view cert_file,
                                      std::string_view key_file, Handler handler);
 

@@ -1,0 +1,190 @@
+// HTTP/2 on the server (RFC 9113), on nghttp2: H2Conn, one connection, and H2Stream,
+// one request on it. nghttp2 does the framing, HPACK, the stream state machine, the
+// flow-control accounting and the RFC's checks of a request (pseudo-header fields,
+// connection-specific fields, Content-Length against DATA); this code moves bytes
+// between it, the socket and the handlers.
+//
+// Goroutines of one connection:
+//   reader   the connection goroutine (ServerConn::serve handed it over): reads the
+//            socket and feeds nghttp2_session_mem_recv; nghttp2's callbacks create
+//            streams, start their handlers, and queue request body bytes on them;
+//   writer   takes what nghttp2_session_mem_send produces, under the lock, and writes
+//            it without the lock; parks on wake_ while nghttp2 has nothing to send;
+//   handlers one per stream: runs the Handler with a Request and a ResponseWriter
+//            whose sink (H2Stream) queues the response for the writer.
+// mu_ (a goro::Mutex: it is held across nghttp2 calls, never across a socket write or
+// read) guards the session and every field marked so, in H2Conn and in its H2Streams.
+// Lock order: Server::Impl::mu before mu_ (shutdown calls begin_shutdown under the
+// former); nothing here takes Server::Impl::mu while holding mu_.
+//
+// Flow control: nghttp2's automatic WINDOW_UPDATE is off. Request body bytes are
+// acknowledged (nghttp2_session_consume) as the handler reads them, or at once when
+// nobody will (the handler returned, the body is refused); so a stream holds at most its
+// window (kStreamWindow) of unread body, and a connection at most kConnectionWindow.
+// Response bytes wait in the stream's out_ (up to write_buffer_size, then the handler
+// parks) until the peer's windows let nghttp2 pull them (a data provider that defers
+// while out_ is empty).
+//
+// A stream is freed when nghttp2 has closed it and its handler has returned (either
+// may come first); the reader frees the rest once the writer and every handler are done.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <goro/http/server.hpp>
+#include <goro/net/stream.hpp>
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/waitgroup.hpp>
+
+namespace goro::http::detail {
+
+class H2Conn;
+
+// One request/response exchange; created when its HEADERS begin.
+class H2Stream final : public BodySource, public ResponseSink {
+ public:
+  H2Stream(H2Conn& conn, std::int32_t id) : conn_(conn), id_(id) {}
+
+  // nghttp2 callbacks, reader goroutine, caller holds mu_.
+  void add_header(std::string_view name, std::string_view value);
+  void add_body(const std::uint8_t* data, std::size_t len);
+  void end_of_body();
+  // The head is complete: answers on the server's own behalf (431, 413, 400) or starts
+  // the handler's goroutine.
+  void start();
+  // nghttp2 closed the stream (answered, reset, or the connection ended). Caller holds mu_.
+  void closed(std::uint32_t error_code);
+  // The data provider: copies up to len queued response bytes. Caller holds mu_.
+  ssize_t pull(std::uint8_t* buf, std::size_t len, std::uint32_t* flags);
+  // A frame of this stream went out carrying END_STREAM. Caller holds mu_.
+  void response_sent();
+
+  bool freeable() const { return closed_ && !handler_running_; }  // caller holds mu_
+  std::int32_t id() const { return id_; }
+  void wake() { (void)wake_.try_send(0); }
+
+ private:
+  void run();
+  void handler_failed(const char* what);
+  // Answers without a handler (the head was refused), from the reader: caller holds mu_.
+  void respond_now(int status, std::string_view message);
+  // Queues a response head (and body) on the session. Caller holds mu_.
+  std::error_code submit(int status, const Headers& headers, std::int64_t content_length,
+                         std::string_view body, bool end);
+  // Parks until woken or the deadline; false at the deadline. Caller holds lock.
+  bool wait(std::unique_lock<goro::Mutex>& lock, std::chrono::steady_clock::time_point deadline);
+  // Acknowledges n body bytes nobody will read or that were read. Caller holds mu_.
+  void consume(std::size_t n);
+  void reset(std::uint32_t error_code);  // caller holds mu_
+
+  Result<std::size_t> read_body(void* buf, std::size_t len) override;
+  bool client_gone() override;
+  void interrupt_reads() override;
+  Context request_context() override;
+  std::error_code write_out(const iovec* iov, int count) override;
+  bool reusable() override { return true; }
+  bool frames_response() const noexcept override { return true; }
+  std::error_code write_head(int status, const Headers& headers, std::int64_t content_length,
+                             std::string_view body, bool end) override;
+  std::error_code end_body(bool complete) override;
+
+  H2Conn& conn_;
+  const std::int32_t id_;
+  goro::Chan<int> wake_{1};  // a token: something this stream waits for changed
+
+  // The head as received (reader only, until start()).
+  std::string method_, path_, authority_;
+  std::string field_bytes_;               // names and values of the regular fields, back to back
+  std::vector<std::size_t> field_sizes_;  // name size, value size, name size, ...
+  std::size_t head_bytes_ = 0;            // as SETTINGS_MAX_HEADER_LIST_SIZE counts them
+  bool head_too_large_ = false;
+  std::int64_t declared_length_ = -1;
+  // The request the handler sees; field_bytes_ stays put while it runs.
+  std::vector<HeaderField> fields_;
+  Request request_;
+  ResponseWriter writer_;
+  std::chrono::steady_clock::time_point read_deadline_{};   // zero: none
+  std::chrono::steady_clock::time_point write_deadline_{};  // zero: none
+
+  // Guarded by mu_.
+  std::string body_;          // received, not yet read
+  std::size_t body_pos_ = 0;  // read up to here
+  std::uint64_t body_received_ = 0;
+  bool body_complete_ = false;  // END_STREAM received
+  bool body_too_large_ = false;
+  bool reads_interrupted_ = false;
+  bool handler_running_ = false;
+  bool handler_done_ = false;
+  bool response_submitted_ = false;
+  bool closed_ = false;  // nghttp2 closed it: nothing more goes out
+  std::uint32_t close_code_ = 0;
+  std::string out_;  // response body bytes not yet taken by nghttp2
+  std::size_t out_pos_ = 0;
+  bool out_end_ = false;  // no more body after out_
+  CancelFunc cancel_;     // the request context's, while it lives
+};
+
+// One HTTP/2 connection; lives in the connection goroutine (ServerConn::serve).
+class H2Conn {
+ public:
+  // stream stays owned by the caller; early: bytes already read from it (a preface).
+  H2Conn(std::shared_ptr<Server::Impl> server, net::Stream& stream, std::string remote,
+         std::string early);
+  ~H2Conn();
+  H2Conn(const H2Conn&) = delete;
+  H2Conn& operator=(const H2Conn&) = delete;
+
+  // Serves the connection until it ends (the bytes count in server_stats() as they go).
+  void serve();
+  // Graceful shutdown: GOAWAY naming the last stream taken, then the connection ends
+  // once its streams are done. Any goroutine; never blocks on the socket.
+  void begin_shutdown();
+
+ private:
+  friend class H2Stream;
+  friend struct H2Callbacks;
+
+  void writer();
+  void closed_early(std::int32_t id);  // caller holds mu_
+  void wake_writer() { (void)writer_wake_.try_send(0); }
+  // Frees s if nghttp2 and its handler are both done with it. Caller holds mu_.
+  void maybe_free(H2Stream* s);
+  // The read deadline for the connection's state. Caller holds mu_.
+  net::Deadline read_deadline() const;
+
+  std::shared_ptr<Server::Impl> server_;
+  net::Stream& stream_;
+  const std::string remote_;
+  std::string early_;
+  goro::WaitGroup goroutines_;  // the writer and every handler
+  goro::Chan<int> writer_wake_{1};
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  goro::Mutex mu_;
+  nghttp2_session* session_ = nullptr;                                   // guarded by mu_
+  std::unordered_map<std::int32_t, std::unique_ptr<H2Stream>> streams_;  // guarded by mu_
+  std::size_t handlers_running_ = 0;                                     // guarded by mu_
+  std::int32_t max_client_stream_ = 0;                                   // guarded by mu_
+  std::deque<std::int32_t> closed_early_;                                // guarded by mu_
+  bool preface_seen_ = false;  // guarded by mu_: the client's SETTINGS came
+  bool dead_ = false;          // guarded by mu_: the socket failed or the reader left
+  bool ending_ = false;        // guarded by mu_: all sent; lingering for the peer's close
+  bool goaway_sent_ = false;   // guarded by mu_
+  std::chrono::steady_clock::time_point last_active_ = started_;  // guarded by mu_
+  // A header block is open since head_started_ (else zero), on stream head_stream_.
+  std::chrono::steady_clock::time_point head_started_{};  // guarded by mu_
+  std::int32_t head_stream_ = 0;                          // guarded by mu_
+  std::chrono::steady_clock::time_point linger_until_{};  // guarded by mu_
+};
+
+}  // namespace goro::http::detail

@@ -1,0 +1,443 @@
+// H2Stream: one HTTP/2 request, from its HEADERS to its last frame (h2_conn.hpp has the
+// design). The handler sees the same Request and ResponseWriter as over HTTP/1.1; the
+// writer hands this sink the head as fields (frames_response), which become a HEADERS
+// frame, and the body bytes, which a data provider gives nghttp2 as the peer's flow
+// control allows.
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <exception>
+
+#include <goro/http/errors.hpp>
+#include <goro/http/status.hpp>
+#include <goro/net/errors.hpp>
+#include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
+
+#include "access.hpp"
+#include "h2_conn.hpp"
+#include "server_conn.hpp"
+
+namespace goro::http::detail {
+namespace {
+
+// Header fields that mean something only to HTTP/1.1 (RFC 9113 8.2.2), and the one the
+// sink states itself.
+bool dropped_on_h2(std::string_view name) {
+  return iequals(name, "connection") || iequals(name, "keep-alive") ||
+         iequals(name, "proxy-connection") || iequals(name, "transfer-encoding") ||
+         iequals(name, "upgrade") || iequals(name, "content-length");
+}
+
+bool body_forbidden(int status) { return status < 200 || status == 204 || status == 304; }
+
+std::chrono::steady_clock::time_point deadline_in(std::chrono::nanoseconds d) {
+  return d.count() > 0 ? std::chrono::steady_clock::now() + d
+                       : std::chrono::steady_clock::time_point{};
+}
+
+ssize_t pull_body(nghttp2_session* /*session*/, std::int32_t /*id*/, std::uint8_t* buf,
+                  std::size_t len, std::uint32_t* flags, nghttp2_data_source* source,
+                  void* /*user_data*/) {
+  return static_cast<H2Stream*>(source->ptr)->pull(buf, len, flags);
+}
+
+}  // namespace
+
+void H2Stream::add_header(std::string_view name, std::string_view value) {
+  // Counted as SETTINGS_MAX_HEADER_LIST_SIZE counts: name, value and 32 per field.
+  head_bytes_ += name.size() + value.size() + 32;
+  if (head_bytes_ > conn_.server_->options.max_header_bytes) head_too_large_ = true;
+  if (head_too_large_) return;
+  if (!name.empty() && name[0] == ':') {
+    // nghttp2 has checked which pseudo-header fields a request may have, and how often
+    // (:scheme among them, which nothing here needs).
+    if (name == ":method")
+      method_ = value;
+    else if (name == ":path")
+      path_ = value;
+    else if (name == ":authority")
+      authority_ = value;
+    return;
+  }
+  if (name == "content-length") {
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec == std::errc() && end == value.data() + value.size()) declared_length_ = n;
+  }
+  field_bytes_.append(name);
+  field_bytes_.append(value);
+  field_sizes_.push_back(name.size());
+  field_sizes_.push_back(value.size());
+}
+
+void H2Stream::add_body(const std::uint8_t* data, std::size_t len) {
+  body_received_ += len;
+  if (handler_done_ || body_too_large_) {
+    consume(len);
+    return;
+  }
+  if (body_received_ > conn_.server_->options.max_body_bytes) {
+    body_too_large_ = true;
+    consume(body_.size() - body_pos_ + len);
+    body_.clear();
+    body_pos_ = 0;
+    wake();
+    return;
+  }
+  if (body_pos_ > 64 * 1024) {
+    body_.erase(0, body_pos_);
+    body_pos_ = 0;
+  }
+  body_.append(reinterpret_cast<const char*>(data), len);
+  wake();
+}
+
+void H2Stream::end_of_body() {
+  body_complete_ = true;
+  wake();
+}
+
+void H2Stream::start() {
+  const ServerOptions& options = conn_.server_->options;
+  if (head_too_large_) {
+    return respond_now(status::request_header_fields_too_large, "request header fields too large");
+  }
+  if (declared_length_ >= 0 &&
+      static_cast<std::uint64_t>(declared_length_) > options.max_body_bytes) {
+    return respond_now(status::payload_too_large, "request body too large");
+  }
+  // The fields point into field_bytes_, which no longer changes; :authority stands in
+  // for a missing Host (RFC 9113 8.3.1).
+  bool has_host = false;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i + 1 < field_sizes_.size(); i += 2) {
+    std::string_view name(field_bytes_.data() + at, field_sizes_[i]);
+    std::string_view value(field_bytes_.data() + at + field_sizes_[i], field_sizes_[i + 1]);
+    at += field_sizes_[i] + field_sizes_[i + 1];
+    if (name == "host") has_host = true;
+    fields_.push_back({name, value});
+  }
+  if (!has_host && !authority_.empty()) fields_.insert(fields_.begin(), {"host", authority_});
+  std::string_view target = method_ == "CONNECT" ? std::string_view(authority_) : path_;
+  if (!RequestAccess::prepare(request_, method_, target, fields_, this))
+    return respond_now(status::bad_request, "invalid percent-encoding in the request path");
+  if (target == "*") {
+    if (method_ != "OPTIONS")
+      return respond_now(status::bad_request, "asterisk-form request target is only for OPTIONS");
+    handler_done_ = true;
+    submit(status::ok, Headers(), 0, {}, true);
+    return;
+  }
+  RequestAccess::set_origin(request_, conn_.remote_, 2, 0,
+                            declared_length_ >= 0 ? declared_length_ : (body_complete_ ? 0 : -1));
+  ResponseAccess::begin(writer_, this, 1, method_ == "HEAD", true, options.write_buffer_size);
+  read_deadline_ = deadline_in(options.read_body_timeout);
+  write_deadline_ = deadline_in(options.write_timeout);
+  handler_running_ = true;
+  conn_.goroutines_.add(1);
+  goro::go(GoOptions{.stack_size = options.stack_size, .name = "http2 stream"}, [this] { run(); });
+}
+
+// The reply goes through ServerOptions::on_error_reply, as over HTTP/1.1; the hook runs
+// on the reader with mu_ held, so it must not block (logging, adding fields).
+void H2Stream::respond_now(int status, std::string_view message) {
+  handler_done_ = true;
+  std::string body = std::to_string(status);
+  body.push_back(' ');
+  body.append(reason_phrase(status));
+  body.append(": ");
+  body.append(message);
+  body.push_back('\n');
+  Headers headers;
+  if (const ErrorReplyHook& hook = conn_.server_->options.on_error_reply) {
+    ErrorReply reply;
+    reply.status = status;
+    reply.message = message;
+    reply.remote_addr = conn_.remote_;
+    reply.method = method_;
+    reply.target = path_;
+    reply.request_headers = fields_;
+    try {
+      hook(reply);
+    } catch (const std::exception& e) {
+      conn_.server_->log_error(std::string("on_error_reply threw: ") + e.what());
+    } catch (...) {
+      conn_.server_->log_error("on_error_reply threw");
+    }
+    headers = std::move(reply.headers);
+  }
+  headers.set("Content-Type", "text/plain; charset=utf-8");
+  const bool head = method_ == "HEAD";
+  submit(status, headers, static_cast<std::int64_t>(body.size()), head ? std::string_view() : body,
+         true);
+}
+
+void H2Stream::run() {
+  try {
+    conn_.server_->handler(request_, writer_);
+  } catch (const std::exception& e) {
+    handler_failed(e.what());
+  } catch (...) {
+    handler_failed("unknown exception");
+  }
+  CancelFunc cancel;
+  {
+    std::lock_guard lock(conn_.mu_);
+    cancel = std::move(cancel_);
+    cancel_ = CancelFunc();
+  }
+  cancel();  // the handler returned: its context ends
+  std::error_code finished = ResponseAccess::finish(writer_);
+  H2Conn& conn = conn_;
+  std::unique_lock lock(conn.mu_);
+  if (!closed_ && (finished || !response_submitted_)) reset(NGHTTP2_INTERNAL_ERROR);
+  // Body nobody will read gives its window back.
+  consume(body_.size() - body_pos_);
+  body_.clear();
+  body_pos_ = 0;
+  handler_running_ = false;
+  handler_done_ = true;
+  conn.maybe_free(this);  // may free this
+  lock.unlock();
+  conn.wake_writer();
+  conn.goroutines_.done();
+}
+
+void H2Stream::handler_failed(const char* what) {
+  std::string message = "handler for ";
+  message.append(request_.method());
+  message.push_back(' ');
+  message.append(request_.target());
+  message.append(" from ");
+  message.append(request_.remote_addr());
+  message.append(" (HTTP/2) threw: ");
+  message.append(what);
+  conn_.server_->log_error(message);
+  if (writer_.headers_sent()) {
+    ResponseAccess::abandon(writer_);
+    std::lock_guard lock(conn_.mu_);
+    if (!closed_) reset(NGHTTP2_INTERNAL_ERROR);
+  } else {
+    ResponseAccess::discard(writer_);
+    writer_.text("500 Internal Server Error\n", status::internal_server_error);
+  }
+}
+
+std::error_code H2Stream::submit(int status, const Headers& headers, std::int64_t content_length,
+                                 std::string_view body, bool end) {
+  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+  const int code = status >= 100 && status <= 999 ? status : 500;
+  const char status_text[3] = {static_cast<char>('0' + code / 100),
+                               static_cast<char>('0' + code / 10 % 10),
+                               static_cast<char>('0' + code % 10)};
+  // Names go lower-case (RFC 9113 8.2.2); nghttp2 copies names and values on submit.
+  std::vector<std::string> names;
+  names.reserve(headers.size());
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(headers.size() + 4);
+  auto add = [&nv](std::string_view name, std::string_view value) {
+    nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                  value.size(), NGHTTP2_NV_FLAG_NONE});
+  };
+  add(":status", std::string_view(status_text, 3));
+  for (HeaderField f : headers) {
+    if (dropped_on_h2(f.name) || f.name.empty() ||
+        f.value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
+      continue;
+    std::string& name = names.emplace_back(f.name);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+    add(name, f.value);
+  }
+  std::string_view date = http_date_now();
+  if (!headers.has("date")) add("date", date);
+  if (!headers.has("server")) add("server", "goro");
+  char length_text[24];
+  if (content_length >= 0 && !body_forbidden(status)) {
+    auto [e, ec] = std::to_chars(length_text, length_text + sizeof length_text, content_length);
+    (void)ec;
+    add("content-length", std::string_view(length_text, static_cast<std::size_t>(e - length_text)));
+  }
+  out_.append(body);
+  out_end_ = end;
+  response_submitted_ = true;
+  nghttp2_data_provider provider;
+  provider.source.ptr = this;
+  provider.read_callback = pull_body;
+  const bool data = !(end && body.empty());
+  if (nghttp2_submit_response(conn_.session_, id_, nv.data(), nv.size(),
+                              data ? &provider : nullptr) != 0) {
+    return std::make_error_code(std::errc::io_error);
+  }
+  conn_.wake_writer();
+  return {};
+}
+
+ssize_t H2Stream::pull(std::uint8_t* buf, std::size_t len, std::uint32_t* flags) {
+  const std::size_t n = std::min(len, out_.size() - out_pos_);
+  std::memcpy(buf, out_.data() + out_pos_, n);
+  out_pos_ += n;
+  if (out_pos_ == out_.size()) {
+    out_.clear();
+    out_pos_ = 0;
+  } else if (out_pos_ > 64 * 1024) {
+    out_.erase(0, out_pos_);
+    out_pos_ = 0;
+  }
+  wake();  // room for the handler's next write
+  if (out_.empty() && out_end_) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+}
+
+void H2Stream::response_sent() {
+  // The client is still sending a body the response no longer needs (RFC 9113 8.1).
+  if (!body_complete_) {
+    nghttp2_submit_rst_stream(conn_.session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_NO_ERROR);
+    conn_.closed_early(id_);
+  }
+}
+
+void H2Stream::closed(std::uint32_t error_code) {
+  if (closed_) return;
+  closed_ = true;
+  close_code_ = error_code;
+  // A reset (or the connection's end) cancels the request's context; a stream closed
+  // because its response went out completely leaves that to the handler's return.
+  if (error_code != NGHTTP2_NO_ERROR) cancel_();
+  wake();
+}
+
+void H2Stream::reset(std::uint32_t error_code) {
+  nghttp2_submit_rst_stream(conn_.session_, NGHTTP2_FLAG_NONE, id_, error_code);
+  conn_.wake_writer();
+}
+
+void H2Stream::consume(std::size_t n) {
+  if (n == 0) return;
+  nghttp2_session_consume(conn_.session_, id_, n);
+  conn_.wake_writer();
+}
+
+bool H2Stream::wait(std::unique_lock<goro::Mutex>& lock,
+                    std::chrono::steady_clock::time_point deadline) {
+  lock.unlock();
+  bool woken = true;
+  if (deadline == std::chrono::steady_clock::time_point{}) {
+    wake_.recv();
+  } else {
+    auto left = deadline - std::chrono::steady_clock::now();
+    woken = left > std::chrono::nanoseconds::zero() &&
+            goro::select(goro::recv_case(wake_), goro::timeout_case(left)) == 0;
+  }
+  lock.lock();
+  return woken;
+}
+
+Result<std::size_t> H2Stream::read_body(void* buf, std::size_t len) {
+  std::unique_lock lock(conn_.mu_);
+  for (;;) {
+    if (body_pos_ < body_.size()) {
+      const std::size_t n = std::min(len, body_.size() - body_pos_);
+      std::memcpy(buf, body_.data() + body_pos_, n);
+      body_pos_ += n;
+      if (body_pos_ == body_.size()) {
+        body_.clear();
+        body_pos_ = 0;
+      }
+      consume(n);
+      return n;
+    }
+    if (body_too_large_) break;
+    if (body_complete_ || len == 0) return std::size_t{0};
+    if (reads_interrupted_) return make_error_code(net::errc::timeout);
+    if (closed_ || conn_.dead_) return make_error_code(errc::unexpected_eof);
+    if (!wait(lock, read_deadline_)) {
+      reset(NGHTTP2_CANCEL);
+      return make_error_code(net::errc::timeout);
+    }
+  }
+  lock.unlock();
+  // Answered now, whatever the handler makes of the error (as over HTTP/1.1).
+  if (!writer_.headers_sent()) {
+    ResponseAccess::discard(writer_);
+    writer_.text("413 Payload Too Large: request body too large\n", status::payload_too_large);
+    ResponseAccess::finish(writer_);
+    ResponseAccess::mark_finished(writer_);
+  }
+  return make_error_code(errc::body_too_large);
+}
+
+bool H2Stream::client_gone() {
+  std::lock_guard lock(conn_.mu_);
+  return (closed_ && close_code_ != NGHTTP2_NO_ERROR) || conn_.dead_;
+}
+
+void H2Stream::interrupt_reads() {
+  std::lock_guard lock(conn_.mu_);
+  reads_interrupted_ = true;
+  wake();
+}
+
+Context H2Stream::request_context() {
+  auto [ctx, cancel] = goro::with_cancel(conn_.server_->base);
+  bool gone;
+  {
+    std::lock_guard lock(conn_.mu_);
+    gone = (closed_ && close_code_ != NGHTTP2_NO_ERROR) || conn_.dead_;
+    cancel_ = cancel;
+  }
+  if (gone) cancel();
+  return ctx;
+}
+
+std::error_code H2Stream::write_head(int status, const Headers& headers,
+                                     std::int64_t content_length, std::string_view body, bool end) {
+  std::unique_lock lock(conn_.mu_);
+  if (std::error_code ec = submit(status, headers, content_length, body, end)) return ec;
+  // Parks while more than the buffer's worth waits for the client.
+  while (!closed_ && out_.size() - out_pos_ > conn_.server_->options.write_buffer_size) {
+    if (!wait(lock, write_deadline_)) {
+      reset(NGHTTP2_CANCEL);
+      return make_error_code(net::errc::timeout);
+    }
+  }
+  return {};
+}
+
+std::error_code H2Stream::write_out(const iovec* iov, int count) {
+  std::unique_lock lock(conn_.mu_);
+  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+  for (int i = 0; i < count; ++i)
+    out_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+  nghttp2_session_resume_data(conn_.session_, id_);
+  conn_.wake_writer();
+  while (out_.size() - out_pos_ > conn_.server_->options.write_buffer_size) {
+    if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+    if (!wait(lock, write_deadline_)) {
+      reset(NGHTTP2_CANCEL);
+      return make_error_code(net::errc::timeout);
+    }
+  }
+  return {};
+}
+
+std::error_code H2Stream::end_body(bool complete) {
+  std::lock_guard lock(conn_.mu_);
+  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+  if (!complete) {
+    // Shorter than its Content-Length: only a reset tells the client it is cut.
+    reset(NGHTTP2_INTERNAL_ERROR);
+    return {};
+  }
+  out_end_ = true;
+  nghttp2_session_resume_data(conn_.session_, id_);
+  conn_.wake_writer();
+  return {};
+}
+
+}  // namespace goro::http::detail
