@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL and Redis servers for the tests and benchmarks that drive the real
-# C client libraries (tests/clibs/, examples/pg_api/, loadtest/clibs/). Each lives in a
-# folder of its own and listens only on a Unix socket in that folder.
+# C client libraries (tests/clibs/, tests/hooks/, examples/pg_api/, loadtest/clibs/).
+# Each lives in a folder of its own and listens on a Unix socket in that folder.
 #
-#   test-servers.sh pg start DIR [MAX_CONNECTIONS]  prints a libpq connection string
+#   test-servers.sh pg start DIR [MAX_CONNECTIONS] [tls]
+#                                                   prints a libpq connection string
 #   test-servers.sh pg stop DIR                     stops it, removes DIR
 #   test-servers.sh redis start DIR                 prints the socket's path
 #   test-servers.sh redis stop DIR                  stops it, removes DIR
@@ -11,7 +12,9 @@
 # PostgreSQL: Debian's newest /usr/lib/postgresql/*/bin, initdb with trust
 # authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100). It
 # refuses to run as root, so as root it runs as the user postgres (the Debian package
-# makes it), which gets DIR. Redis: redis-server without persistence.
+# makes it), which gets DIR. With "tls" it also listens on a free port of 127.0.0.1 with
+# ssl=on (a self-signed certificate made with openssl in DIR), and the connection string
+# is for that port with sslmode=require. Redis: redis-server without persistence.
 #
 # Exits 77 (CTest's and the tests' "skip") when the server is not installed, with the
 # reason on stderr; any other failure exits 1 with the server's log on stderr.
@@ -40,8 +43,13 @@ as_owner() {
   fi
 }
 
+# A TCP port of 127.0.0.1 that nothing listens on now.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 pg_start() {
-  local bin max=${1:-100}
+  local bin max=${1:-100} tls=${2:-} listen="listen_addresses=''" port=""
   if ! bin=$(pg_bin); then
     echo "test-servers: PostgreSQL is not installed (apt-get install postgresql)" >&2
     exit 77
@@ -63,13 +71,29 @@ pg_start() {
     cat "$dir/initdb.log" >&2
     exit 1
   fi
+  if [ "$tls" = tls ]; then
+    if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj /CN=127.0.0.1 -keyout "$dir/data/server.key" -out "$dir/data/server.crt" \
+      >"$dir/openssl.log" 2>&1; then
+      cat "$dir/openssl.log" >&2
+      exit 1
+    fi
+    chmod 600 "$dir/data/server.key"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$dir/data/server.key" "$dir/data/server.crt"
+    port=$(free_port)
+    listen="listen_addresses=127.0.0.1 -c port=$port -c ssl=on"
+  fi
   if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-    -o "-c listen_addresses='' -k $dir -c max_connections=$max -c fsync=off -c full_page_writes=off" \
+    -o "-c $listen -k $dir -c max_connections=$max -c fsync=off -c full_page_writes=off" \
     start >/dev/null; then
     cat "$dir/server.log" >&2 || true
     exit 1
   fi
-  printf 'host=%s user=goro dbname=postgres\n' "$dir"
+  if [ -n "$port" ]; then
+    printf 'host=127.0.0.1 port=%s user=goro dbname=postgres sslmode=require\n' "$port"
+  else
+    printf 'host=%s user=goro dbname=postgres\n' "$dir"
+  fi
 }
 
 pg_stop() {
@@ -115,7 +139,7 @@ redis_stop() {
 }
 
 case "$server:$action" in
-  pg:start) pg_start "${4:-}" ;;
+  pg:start) pg_start "${4:-}" "${5:-}" ;;
   pg:stop) pg_stop ;;
   redis:start) redis_start ;;
   redis:stop) redis_stop ;;
