@@ -5,13 +5,16 @@
 
 #include <goro/scheduler/detail/runtime.hpp>
 
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace goro::detail {
 namespace {
@@ -27,6 +30,32 @@ void fatal(const char* msg) {
   std::fprintf(stderr, "goro: fatal error: %s\n", msg);
   std::abort();
 }
+
+bool thread_blocked_in_kernel(int tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "tid (comm) S ...": the command may hold spaces and parentheses; the state follows
+  // the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr || close_paren[1] != ' ') return false;
+  const char state = close_paren[2];
+  return state == 'S' || state == 'D';
+}
+
+bool membarrier_register() {
+  const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+void process_barrier() { ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0); }
 
 std::int64_t nanotime() noexcept {
   timespec ts;

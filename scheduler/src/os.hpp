@@ -12,6 +12,18 @@ namespace goro::detail {
 // Prints "goro: fatal error: <msg>" on stderr and aborts the process.
 [[noreturn]] void fatal(const char* msg);
 
+// Whether the thread tid of this process sleeps in the kernel now (its state in
+// /proc/self/task/<tid>/stat is S or D): in a system call, not running user code.
+// False when it cannot tell.
+bool thread_blocked_in_kernel(int tid);
+
+// A full memory barrier on every running thread of the process (membarrier(2),
+// private expedited), for asymmetric fences: the fast side orders its store and load
+// with a compiler barrier only. membarrier_register() once first; false when the
+// kernel (or a seccomp filter) refuses, and then process_barrier() must not be relied on.
+bool membarrier_register();
+void process_barrier();
+
 // A one-shot sleep/wake-up on a futex (Go's note). One thread sleeps, any thread wakes.
 struct Note {
   std::atomic<std::uint32_t> key{0};

@@ -50,6 +50,10 @@ enum class GStatus : std::uint32_t {
   scanning,
 };
 
+// M::preempt_detached.
+inline constexpr int kDetached = 1;
+inline constexpr int kDetachPending = 2;
+
 // Where an M's thread is (M::where). outside -> inside is the thread's own CAS as it
 // comes back (return_inside); outside -> abandoned is run_main's, as it returns without
 // the thread.
@@ -145,6 +149,7 @@ inline bool leave_waiting(G* g, GStatus to) noexcept {
 struct M {
   int id = 0;
   pthread_t thread{};
+  int tid = 0;  // the kernel's id of the thread (setup_thread)
   std::atomic<G*> curg{nullptr};  // running goroutine, nullptr on g0 (read by sysmon)
   P* p = nullptr;                 // attached P
   P* nextp = nullptr;             // P handed over by startm (set before its wakeup)
@@ -168,9 +173,12 @@ struct M {
   // its park commit — once its stack is no longer in use.
   G* yielded = nullptr;
   G* parked = nullptr;
-  // Set by the preemption signal handler on this thread: the P was left in syscall
-  // state for sysmon to hand off; the G must reacquire a P at its next safe point.
-  volatile sig_atomic_t preempt_detached = 0;
+  // kDetached: the P was left in syscall state for sysmon to hand off, by the preemption
+  // signal handler on this thread or by sysmon itself for a thread blocked in the
+  // kernel; the G must reacquire a P at its next safe point. kDetachPending: one of
+  // them has claimed the detach and is deciding (sysmon: detach_blocked), and the
+  // thread, at its safe point, waits for the outcome. Lock-free, so async-signal safe.
+  std::atomic<int> preempt_detached{0};
   // Set with preempt_detached when the handler also lowered this thread's priority
   // (hog_priority_lower): the nice value to restore, as the kernel reports it (20 -
   // nice), 0 when it was not lowered.
@@ -255,6 +263,7 @@ struct P {
   // sysmon's last observation of this P (sysmon only).
   std::uint32_t seen_schedtick = 0;
   std::int64_t seen_schedwhen = 0;
+  std::int64_t seen_blockcheck = 0;  // when sysmon last looked whether its M is in the kernel
   std::uint32_t seen_syscalltick = 0;
   std::int64_t seen_syscallwhen = 0;
   PStats stats;

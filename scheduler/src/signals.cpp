@@ -56,19 +56,22 @@ bool set_thread_nice(int nice) {
 void preempt_handler(int, siginfo_t*, void*) {
   int saved = errno;
   M* m = this_m();
-  if (m != nullptr && !m->preempt_detached) {
-    G* g = m->curg.load(std::memory_order_relaxed);
-    P* pp = m->p;
-    // Only the P's own M changes a running P's state, and that M is the one this
-    // handler interrupted: the state cannot change under us.
-    if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
-        g->preempt.load(std::memory_order_relaxed) &&
-        pp->status.load(std::memory_order_relaxed) == PStatus::running) {
+  G* g = m != nullptr ? m->curg.load(std::memory_order_relaxed) : nullptr;
+  P* pp = m != nullptr ? m->p : nullptr;
+  // Only the P's own M changes a running P's state, and that M is the one this handler
+  // interrupted: the state cannot change under us, but for sysmon detaching it (when it
+  // found this thread blocked in the kernel), which claims the detach the same way.
+  if (g != nullptr && pp != nullptr && g->in_runtime == 0 &&
+      g->preempt.load(std::memory_order_relaxed) &&
+      pp->status.load(std::memory_order_relaxed) == PStatus::running) {
+    int none = 0;
+    if (m->preempt_detached.compare_exchange_strong(none, kDetachPending,
+                                                    std::memory_order_acq_rel)) {
       leave_p_in_syscall(m, pp);
-      m->preempt_detached = 1;
       hog_priority_lower(m);
       pp->detached_by_signal.store(true, std::memory_order_release);
       go_outside(m);
+      m->preempt_detached.store(kDetached, std::memory_order_release);
     }
   }
   errno = saved;

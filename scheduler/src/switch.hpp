@@ -160,7 +160,7 @@ inline void prefetch_resume(P* pp, const G* next, std::uint32_t left) {
 // M without its P, or when g or the next G is wired to a thread (lock_os_thread). Returns false if the caller must take the slow path.
 // Precondition: g->in_runtime > 0.
 inline bool switch_direct(G* g, M* m, G** handoff_slot) {
-  if (m->preempt_detached || m->lockedg != nullptr ||
+  if (m->preempt_detached.load(std::memory_order_relaxed) != 0 || m->lockedg != nullptr ||
       trace_enabled.load(std::memory_order_relaxed))
     return false;
   P* pp = m->p;

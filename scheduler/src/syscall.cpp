@@ -14,6 +14,7 @@
 #include "syscall.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,15 +31,26 @@ RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
   if (g_ == nullptr) return;
   if (g_->in_runtime++ != 0) return;
   // The preemption signal handler runs on this thread and reads in_runtime: the
-  // increment must be in place before we look at the P.
+  // increment must be in place before we look at the P. sysmon, which may detach a
+  // thread it finds in the kernel, reads it too, after a barrier on every running
+  // thread that orders this store before the load below (detach_blocked).
   std::atomic_signal_fence(std::memory_order_seq_cst);
   M* m = g_->m;
-  if (m->preempt_detached) {
-    // The preemption signal left our P for sysmon; get a P back before touching one.
-    return_inside(m);
-    m->preempt_detached = 0;
-    hog_priority_restore(m);
-    exit_syscall_after_preempt();
+  if (int detached = m->preempt_detached.load(std::memory_order_acquire); detached != 0) {
+    // sysmon is deciding whether to take our P (it found this thread in the kernel, and
+    // the in_runtime store above, ordered by its process-wide barrier, makes it back
+    // off): wait for the decision.
+    while (detached == kDetachPending) {
+      sched_yield();
+      detached = m->preempt_detached.load(std::memory_order_acquire);
+    }
+    if (detached == kDetached) {
+      // Our P was left for sysmon; get a P back before touching one.
+      return_inside(m);
+      m->preempt_detached.store(0, std::memory_order_relaxed);
+      hog_priority_restore(m);
+      exit_syscall_after_preempt();
+    }
   }
   if (g_->status.load(std::memory_order_relaxed) == GStatus::syscall) {
     // A runtime call from inside goro::blocking (a channel, a lock, a sleep, the

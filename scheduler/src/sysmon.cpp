@@ -22,9 +22,20 @@
 // at full priority; the hog itself is only descheduled by the kernel, not by goro; a hog that
 // holds a std::mutex keeps holding it; and under TSan, signals are delivered only at the
 // thread's next libc call, so a pure loop is not preempted there.
+//
+// A goroutine in a blocking system call made outside goro::blocking (a C library's
+// read, a plain usleep) holds its P while it sleeps in the kernel, and the signal would
+// cut the call short (EINTR from sleeps and poll, which no SA_RESTART restarts). So
+// before signalling, sysmon looks at the thread's state in /proc (at most once a
+// millisecond per P, once the goroutine has held its P 1 ms with work waiting): a
+// thread asleep in the kernel is detached by sysmon itself, as the handler would, and
+// its P handed off as for goro::blocking, with no signal (detach_blocked). The thread
+// takes the usual path back at its next safe point. Without membarrier(2), and under
+// TSan (which cannot see the barrier's ordering), this is off and the signal is used.
 
 #include "sysmon.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,7 +47,9 @@
 
 #include "netpoll.hpp"
 #include "queues.hpp"
+#include "os.hpp"
 #include "schedule.hpp"
+#include "syscall.hpp"
 #include "thread.hpp"
 #include "timer.hpp"
 #include "trace.hpp"
@@ -46,6 +59,7 @@ namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kPreemptAfter = 10 * kMs;
+constexpr std::int64_t kBlockedAfter = kMs;  // and between two looks at one P's thread
 constexpr std::int64_t kMinDelay = 20'000;
 constexpr std::int64_t kMaxDelay = 10 * kMs;
 constexpr std::int64_t kPollStarvation = 10 * kMs;
@@ -62,6 +76,46 @@ bool take_detached(P* pp) {
   sched.preemptions.fetch_add(1, std::memory_order_relaxed);
   handoffp(pp);
   return true;
+}
+
+// Whether a thread may be detached by sysmon (detach_blocked): membarrier(2) works.
+bool remote_detach_ok = false;
+
+// Detaches pp from its M if the M's thread sleeps in the kernel in a goroutine's user
+// code (a blocking call made outside goro::blocking), as the preemption handler would,
+// and hands pp off. Returns true if it did.
+bool detach_blocked(P* pp) {
+#if defined(GORO_TSAN)
+  (void)pp;
+  return false;
+#else
+  if (!remote_detach_ok) return false;
+  M* m = pp->m.load(std::memory_order_acquire);
+  if (m == nullptr) return false;
+  G* g = m->curg.load(std::memory_order_acquire);
+  const auto in_runtime = [g] { return *static_cast<volatile std::uint32_t*>(&g->in_runtime); };
+  if (g == nullptr || in_runtime() != 0 || !thread_blocked_in_kernel(m->tid)) return false;
+  // Claim the detach (the handler claims it the same way), then look at in_runtime
+  // again after a barrier on every running thread: the thread stores in_runtime before
+  // it loads preempt_detached, with only a compiler barrier between, so either it sees
+  // the claim (and waits for the outcome in RuntimeScope) or we see it in the runtime.
+  int none = 0;
+  if (!m->preempt_detached.compare_exchange_strong(none, kDetachPending,
+                                                   std::memory_order_seq_cst))
+    return false;
+  process_barrier();
+  if (in_runtime() != 0 || m->curg.load(std::memory_order_acquire) != g ||
+      pp->m.load(std::memory_order_acquire) != m ||
+      pp->status.load(std::memory_order_seq_cst) != PStatus::running) {
+    m->preempt_detached.store(0, std::memory_order_release);
+    return false;
+  }
+  leave_p_in_syscall(m, pp);
+  go_outside(m);
+  pp->detached_by_signal.store(true, std::memory_order_release);
+  m->preempt_detached.store(kDetached, std::memory_order_release);
+  return take_detached(pp);
+#endif
 }
 
 // Asks the G running on pp to yield; if it is in user code, detaches pp (see above)
@@ -94,13 +148,24 @@ int retake(std::int64_t now) {
       if (pp->seen_schedtick != t) {
         pp->seen_schedtick = t;
         pp->seen_schedwhen = now;
-      } else if (pp->seen_schedwhen + kPreemptAfter <= now) {
-        // Taking the P from a hog costs a thread wake-up and an extra running thread;
-        // worth it only when something waits for this P: its queue, the global queue,
-        // or one of its timers that is due.
-        std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire);
-        bool waiting = !pp->runq.empty() || sched.runq_size.load(std::memory_order_relaxed) > 0 ||
-                       (t0 != 0 && t0 <= now);
+        continue;
+      }
+      const std::int64_t ran = now - pp->seen_schedwhen;
+      if (ran < kBlockedAfter) continue;
+      // Taking the P from its goroutine costs a thread wake-up and an extra thread; worth
+      // it only when something waits for this P: its queue, the global queue, or one of
+      // its timers that is due.
+      std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire);
+      bool waiting = !pp->runq.empty() || sched.runq_size.load(std::memory_order_relaxed) > 0 ||
+                     (t0 != 0 && t0 <= now);
+      if (waiting && now - pp->seen_blockcheck >= kBlockedAfter) {
+        pp->seen_blockcheck = now;
+        if (detach_blocked(pp)) {
+          n++;
+          continue;
+        }
+      }
+      if (ran >= kPreemptAfter) {
         // Either way sysmon stays at its shortest tick for a while: a late handler's
         // detached P is then handed off within microseconds (see below).
         if (waiting) {
@@ -177,6 +242,8 @@ void sysmon_wake() {
 }
 
 void sysmon_main() {
+  static const bool barrier_ok = membarrier_register();
+  remote_detach_ok = barrier_ok;
   // sysmon never runs goroutines; keep the preemption signal away from it.
   sigset_t set;
   sigemptyset(&set);

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +30,7 @@ void mthread_main(M* m);
 
 void setup_thread(M* m) {
   tls_m = m;
+  m->tid = static_cast<int>(::syscall(SYS_gettid));
   m->errno_slot = &errno;
   m->eh_slot = reinterpret_cast<EhState*>(abi::__cxa_get_globals());
   // A new thread inherits the signal mask of the thread that started it: sysmon's,
