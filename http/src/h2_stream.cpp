@@ -205,15 +205,7 @@ void H2Stream::run() {
 }
 
 void H2Stream::handler_failed(const char* what) {
-  std::string message = "handler for ";
-  message.append(request_.method());
-  message.push_back(' ');
-  message.append(request_.target());
-  message.append(" from ");
-  message.append(request_.remote_addr());
-  message.append(" (HTTP/2) threw: ");
-  message.append(what);
-  conn_.server_->log_error(message);
+  conn_.server_->log_error(handler_threw_message(request_, "HTTP/2", what));
   if (writer_.headers_sent()) {
     ResponseAccess::abandon(writer_);
     std::lock_guard lock(conn_.mu_);

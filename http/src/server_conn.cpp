@@ -249,16 +249,24 @@ void ServerConn::serve_request() {
   if (!keep) linger_close();
 }
 
-void ServerConn::handler_failed(const char* what) {
+std::string handler_threw_message(const Request& req, std::string_view protocol,
+                                  const char* what) {
   std::string message = "handler for ";
-  message.append(request_.method());
+  message.append(req.method());
   message.push_back(' ');
-  message.append(request_.target());
+  message.append(req.target());
   message.append(" from ");
-  message.append(request_.remote_addr());
+  message.append(req.remote_addr());
+  message.append(protocol.empty() ? "" : " (");
+  message.append(protocol);
+  message.append(protocol.empty() ? "" : ")");
   message.append(" threw: ");
   message.append(what);
-  server_->log_error(message);
+  return message;
+}
+
+void ServerConn::handler_failed(const char* what) {
+  server_->log_error(handler_threw_message(request_, "", what));
   close_after_ = true;
   if (writer_.headers_sent()) {
     ResponseAccess::abandon(writer_);

@@ -53,6 +53,11 @@ struct Server::Impl {
 
 namespace detail {
 
+// What the server logs when a handler throws: "handler for GET /x from 1.2.3.4:5
+// (HTTP/2) threw: <what>" (no protocol for HTTP/1.1).
+std::string handler_threw_message(const Request& req, std::string_view protocol,
+                                  const char* what);
+
 // Where a request's context finds its server's shutdown_context().
 extern const goro::ContextKey<Context> shutdown_key;
 
