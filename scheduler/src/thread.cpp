@@ -166,6 +166,9 @@ void stopm(M* m) {
       }
     }
   }
+  // Woken for the exit (run_main wakes every M), perhaps while a startm that took this
+  // M before the exit began is still handing it a P: leave that P alone.
+  if (sched.exiting.load(std::memory_order_acquire)) return;
   if (m->nextp) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;

@@ -420,7 +420,15 @@ TEST(MetricsServer, ConnectionsAndBytesFollowTheTraffic) {
       ASSERT_TRUE(n && *n > 0);
       response.append(buf, *n);
     }
+    // The server counts a request's bytes once it is done with it, which may be just
+    // after the client has the whole response.
     ServerStats during = server_stats();
+    for (int i = 0; i < 200 && (during.bytes_received - before.bytes_received < request.size() ||
+                                during.bytes_sent - before.bytes_sent < response.size());
+         ++i) {
+      goro::sleep(std::chrono::milliseconds(5));
+      during = server_stats();
+    }
     EXPECT_EQ(during.connections_open, before.connections_open + 1);
     EXPECT_EQ(during.connections_total, before.connections_total + 1);
     EXPECT_EQ(during.bytes_received - before.bytes_received, request.size());
