@@ -29,6 +29,9 @@ std::string http_chunked(std::string_view input);
 // The client's response parsing: MessageParser in response mode, as http::Client
 // drives it (interim responses, HEAD, a body delimited by the close).
 std::string http_response(std::string_view input);
+// Bytes in as an HTTP/2 client's after the preface → the server's HTTP/2 path (h2c),
+// whose output must be a well-formed frame sequence (RFC 9113) answering the requests.
+std::string http2_server(std::string_view input);
 // Router patterns from the input registered, then requests dispatched to them.
 std::string http_router(std::string_view input);
 // parse_url, percent-decoding, the request target's path and query.
@@ -45,6 +48,7 @@ struct Target {
 };
 inline constexpr Target targets[] = {
     {"http_server", http_server},
+    {"http2_server", http2_server},
     {"http_chunked", http_chunked},
     {"http_response", http_response},
     {"http_router", http_router},

@@ -2,13 +2,16 @@
 // one connection: reads return the input in pieces of the given sizes (cycling through
 // them), then end of stream; writes are appended to an output string. Nothing waits,
 // so no input can make a target spend time in a timeout: deadlines are accepted and
-// ignored, and the peer is never seen leaving (as with httptest::record).
+// ignored, and the peer is never seen leaving (as with httptest::record). A target may
+// ask to be called before each read (set_before_read), to let the server's other
+// goroutines run before the next bytes or the end of stream arrive (http2_server).
 //
 // Used by one goroutine at a time (the connection's); no locking.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,8 +29,12 @@ class MemoryStream final : public net::Stream {
   MemoryStream(std::string_view input, std::vector<std::size_t> steps, std::string& output)
       : input_(input), steps_(std::move(steps)), output_(output) {}
 
+  // fn(input_left) runs at the start of every read, on the reading goroutine.
+  void set_before_read(std::function<void(bool input_left)> fn) { before_read_ = std::move(fn); }
+
   Result<std::size_t> read(void* buf, std::size_t len) override {
     if (closed_) return net::errc::closed;
+    if (before_read_) before_read_(!input_.empty());
     std::size_t step = std::max<std::size_t>(1, steps_[next_step_++ % steps_.size()]);
     std::size_t n = std::min({len, step, input_.size()});
     std::copy_n(input_.data(), n, static_cast<char*>(buf));
@@ -70,6 +77,7 @@ class MemoryStream final : public net::Stream {
   std::vector<std::size_t> steps_;
   std::size_t next_step_ = 0;
   std::string& output_;
+  std::function<void(bool)> before_read_;
   bool closed_ = false;
   bool write_shut_ = false;
 };

@@ -80,7 +80,10 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work"
   flags=(-max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
     -artifact_prefix="$OUT/$t-")
-  case "$t" in http_*) flags+=(-dict="$GORO_ROOT/fuzz/http.dict") ;; esac
+  case "$t" in
+    http_*) flags+=(-dict="$GORO_ROOT/fuzz/http.dict") ;;
+    http2_*) flags+=(-dict="$GORO_ROOT/fuzz/http2.dict") ;;
+  esac
   echo "$ ${exe#"$GORO_ROOT"/} ${flags[*]} $work ${seeds#"$GORO_ROOT"/}"
   "$exe" "${flags[@]}" "$work" "$seeds" >"$log" 2>&1
   rc=$?

@@ -70,6 +70,11 @@ class H2Stream final : public BodySource, public ResponseSink {
   void response_sent();
 
   bool freeable() const { return closed_ && !handler_running_; }  // caller holds mu_
+  // Closed before its response went out whole: reset by either side, whatever the error
+  // code (a client may reset with NO_ERROR), or the connection ended. Caller holds mu_.
+  bool cut_off() const {
+    return closed_ && (close_code_ != NGHTTP2_NO_ERROR || !response_complete_);
+  }
   std::int32_t id() const { return id_; }
   void wake() { (void)wake_.try_send(0); }
 
@@ -128,6 +133,8 @@ class H2Stream final : public BodySource, public ResponseSink {
   bool response_submitted_ = false;
   bool closed_ = false;  // nghttp2 closed it: nothing more goes out
   std::uint32_t close_code_ = 0;
+  // A frame of this stream with END_STREAM went out.
+  bool response_complete_ = false;
   std::string out_;  // response body bytes not yet taken by nghttp2
   std::size_t out_pos_ = 0;
   bool out_end_ = false;  // no more body after out_

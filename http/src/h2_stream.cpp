@@ -287,6 +287,7 @@ ssize_t H2Stream::pull(std::uint8_t* buf, std::size_t len, std::uint32_t* flags)
 }
 
 void H2Stream::response_sent() {
+  response_complete_ = true;
   // The client is still sending a body the response no longer needs (RFC 9113 8.1).
   if (!body_complete_) {
     nghttp2_submit_rst_stream(conn_.session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_NO_ERROR);
@@ -300,7 +301,7 @@ void H2Stream::closed(std::uint32_t error_code) {
   close_code_ = error_code;
   // A reset (or the connection's end) cancels the request's context; a stream closed
   // because its response went out completely leaves that to the handler's return.
-  if (error_code != NGHTTP2_NO_ERROR) cancel_();
+  if (cut_off()) cancel_();
   wake();
 }
 
@@ -366,7 +367,7 @@ Result<std::size_t> H2Stream::read_body(void* buf, std::size_t len) {
 
 bool H2Stream::client_gone() {
   std::lock_guard lock(conn_.mu_);
-  return (closed_ && close_code_ != NGHTTP2_NO_ERROR) || conn_.dead_;
+  return cut_off() || conn_.dead_;
 }
 
 void H2Stream::interrupt_reads() {
@@ -380,7 +381,7 @@ Context H2Stream::request_context() {
   bool gone;
   {
     std::lock_guard lock(conn_.mu_);
-    gone = (closed_ && close_code_ != NGHTTP2_NO_ERROR) || conn_.dead_;
+    gone = cut_off() || conn_.dead_;
     cancel_ = cancel;
   }
   if (gone) cancel();

@@ -217,6 +217,36 @@ TEST(Http2, ResetCancelsTheRequestContext) {
   EXPECT_TRUE(cancelled.load());
 }
 
+// A client may reset a stream with NO_ERROR (found by the http2_server fuzz target): that
+// too cancels the handler's context, and client_gone() says so. It used to be taken as
+// a stream closed after its response, so the handler waited on and the connection's end
+// (which waits for every handler) never came.
+TEST(Http2, ResetWithNoErrorCancelsTheRequestContext) {
+  std::atomic<bool> cancelled{false}, gone{false};
+  goro::Chan<int> started(1);
+  H2Server server(
+      [&](Request& req, ResponseWriter& w) {
+        started.try_send(1);
+        if (goro::sleep(std::chrono::seconds(10), req.context())) cancelled = true;
+        gone = req.client_gone();
+        w.text("late");
+      },
+      quiet());
+  H2Client client(server.port());
+  std::int32_t id = client.submit("GET", "/wait");
+  ASSERT_TRUE(client.flush());
+  client.receive(std::chrono::milliseconds(1000));  // SETTINGS
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!started.try_recv() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  nghttp2_submit_rst_stream(client.session(), NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+  ASSERT_TRUE(client.flush());
+  while (!cancelled.load() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_TRUE(gone.load());
+}
+
 TEST(Http2, BodyOverLimitIs413) {
   ServerOptions o = quiet();
   o.max_body_bytes = 1000;
