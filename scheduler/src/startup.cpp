@@ -64,9 +64,12 @@ void runtime_exit(int code) {
 
 // run_main's shutdown: marks m abandoned if its thread is outside the runtime (in a
 // blocking call, or a detached hog), so that it never comes back in (return_inside).
+// Whether m is abandoned (now or in an earlier round).
 bool abandon_outside(M* m) {
   MWhere expected = MWhere::outside;
-  return m->where.compare_exchange_strong(expected, MWhere::abandoned, std::memory_order_seq_cst);
+  return m->where.compare_exchange_strong(expected, MWhere::abandoned,
+                                          std::memory_order_seq_cst) ||
+         expected == MWhere::abandoned;
 }
 
 // run_main's shutdown: asks the goroutine running on m, if any, to yield, as sysmon
@@ -211,19 +214,13 @@ int run_main(std::function<int()> main_fn, Config config) {
   // marked abandoned (abandon_outside), one still holding its P in user code is
   // detached by the preemption signal first.
   pthread_join(sched.sysmon_thread, nullptr);
-  std::vector<M*> abandoned;
   for (int round = 0;; ++round) {
     sched.lock.lock();
     std::vector<M*> ms = sched.all_m;
     sched.lock.unlock();
     bool all = true;
     for (M* m : ms) {
-      if (m->exited.load(std::memory_order_acquire)) continue;
-      if (std::find(abandoned.begin(), abandoned.end(), m) != abandoned.end()) continue;
-      if (abandon_outside(m)) {
-        abandoned.push_back(m);
-        continue;
-      }
+      if (m->exited.load(std::memory_order_acquire) || abandon_outside(m)) continue;
       all = false;
       // Wake it wherever it sleeps; every 10 ms, ask a goroutine that holds its P in
       // user code to let it go.
@@ -237,11 +234,15 @@ int run_main(std::function<int()> main_fn, Config config) {
   }
   // An abandoned thread keeps its M, its goroutine and that goroutine's stack (it may
   // run on them until the process ends): they leave all_m and are never freed.
-  for (M* m : abandoned) {
-    pthread_detach(m->thread);
-    sched.all_m.erase(std::find(sched.all_m.begin(), sched.all_m.end(), m));
-    sched.m_abandoned.push_back(m);
+  // (m_abandoned is never read: it keeps them reachable, for LeakSanitizer.)
+  const auto abandoned = std::stable_partition(
+      sched.all_m.begin(), sched.all_m.end(),
+      [](const M* m) { return m->where.load(std::memory_order_relaxed) != MWhere::abandoned; });
+  for (auto it = abandoned; it != sched.all_m.end(); ++it) {
+    pthread_detach((*it)->thread);
+    sched.m_abandoned.push_back(*it);
   }
+  sched.all_m.erase(abandoned, sched.all_m.end());
   // A retired M's thread was detached as it exited.
   for (M* m : sched.all_m)
     if (!m->retired) pthread_join(m->thread, nullptr);
