@@ -65,27 +65,52 @@ void g_main(void* arg) {
 
 }  // namespace
 
+namespace {
+
+// How many dead Gs the global free list keeps with their stacks; the rest are freed.
+// A dead G holds at least its stack's top page (the G lives there) and every page its
+// goroutine touched, so a burst of exits (10,000 keep-alive connections going idle
+// without a goroutine) must not leave that memory cached.
+constexpr std::size_t kGlobalFreeGs = 256;
+
+// Forgets g and gives its stack back (unmapped, or its arena slot's pages released).
+void release_g(G* g) {
+  allg_lock.lock();
+  allgs[g->allg_index] = allgs.back();
+  allgs[g->allg_index]->allg_index = g->allg_index;
+  allgs.pop_back();
+  allg_lock.unlock();
+#if defined(GORO_TSAN)
+  __tsan_destroy_fiber(g->tsan_fiber);
+#endif
+  Stack s = g->stack;
+  stack_free(s);
+}
+
+}  // namespace
+
 void gfput(P* pp, G* g) {
   g->status.store(GStatus::dead, std::memory_order_relaxed);
   if (g->stack.size() != sched.default_stack) {
-    allg_lock.lock();
-    allgs[g->allg_index] = allgs.back();
-    allgs[g->allg_index]->allg_index = g->allg_index;
-    allgs.pop_back();
-    allg_lock.unlock();
-#if defined(GORO_TSAN)
-    __tsan_destroy_fiber(g->tsan_fiber);
-#endif
-    Stack s = g->stack;
-    stack_free(s);
+    release_g(g);
     return;
   }
   pp->gfree[pp->gfree_count++] = g;
   if (pp->gfree_count == 64) {
+    G* spill[32];
+    int spilled = 0;
     sched.gfree_lock.lock();
-    while (pp->gfree_count > 32) sched.gfree.push(pp->gfree[--pp->gfree_count]);
+    while (pp->gfree_count > 32) {
+      G* out = pp->gfree[--pp->gfree_count];
+      if (sched.gfree.size() < kGlobalFreeGs) {
+        sched.gfree.push(out);
+      } else {
+        spill[spilled++] = out;
+      }
+    }
     sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
     sched.gfree_lock.unlock();
+    for (int i = 0; i < spilled; ++i) release_g(spill[i]);
   }
 }
 
@@ -230,8 +255,8 @@ bool release_all_goroutines() {
 #if defined(GORO_TSAN)
     __tsan_destroy_fiber(g->tsan_fiber);
 #endif
-    Stack s = g->stack;
-    stack_free(s);
+    // Arena slots go with their arenas (stack_release_all).
+    if (!g->stack.arena) stack_free(g->stack);
   }
   allgs.clear();
   allg_lock.unlock();

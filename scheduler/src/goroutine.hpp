@@ -6,8 +6,9 @@
 
 namespace goro::detail {
 
-// Frees g, whose function returned: caches it (with its stack) on pp for reuse, or
-// releases a stack of a non-default size. pp's owner only.
+// Frees g, whose function returned: caches it (with its stack) on pp or the global
+// list for reuse, or, past what those keep, and for a stack of a non-default size,
+// releases the stack. pp's owner only.
 void gfput(P* pp, G* g);
 
 // Calls fn(g, arg) for every G ever created (dead ones included) under the lock of

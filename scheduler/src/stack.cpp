@@ -36,6 +36,8 @@ std::vector<Arena> arenas;
 char* arena_next = nullptr;  // next unused slot in the newest arena
 char* arena_end = nullptr;
 std::size_t arena_slot_size = 0;
+// Slots given back by stack_free (their pages released), by their lowest byte.
+std::vector<char*> free_slots;
 
 std::atomic<long> guarded_count{0};
 
@@ -98,6 +100,14 @@ Stack stack_alloc(std::size_t size, bool default_size) {
   }
   std::lock_guard<std::mutex> guard(arena_mu);
   const std::size_t slot = kRedZone + size;
+  if (!free_slots.empty() && slot == arena_slot_size) {
+    char* base = free_slots.back();
+    free_slots.pop_back();
+    s.arena = true;
+    s.lo = base + kRedZone;
+    s.hi = base + slot;
+    return s;
+  }
   if (arena_next == nullptr || arena_next + slot > arena_end || slot != arena_slot_size) {
     std::size_t bytes = page + slot * kArenaSlots;
     char* base = map_region(bytes);
@@ -105,6 +115,7 @@ Stack stack_alloc(std::size_t size, bool default_size) {
     arenas.push_back({base, bytes});
     arena_next = base + page;
     arena_end = base + bytes;
+    if (slot != arena_slot_size) free_slots.clear();  // of another size, never reused
     arena_slot_size = slot;
   }
   s.arena = true;
@@ -115,7 +126,17 @@ Stack stack_alloc(std::size_t size, bool default_size) {
 }
 
 void stack_free(const Stack& s) {
-  if (s.map_base == nullptr) return;
+  if (s.map_base == nullptr) {
+    // An arena slot: its pages go back to the kernel (they read as zeros again, as the
+    // red zone's canary must) and the slot to the next stack_alloc.
+    char* base = s.lo - kRedZone;
+    const auto bytes = static_cast<std::size_t>(s.hi - base);
+    forget_poison(base, bytes);
+    madvise(base, bytes, MADV_DONTNEED);
+    std::lock_guard<std::mutex> guard(arena_mu);
+    if (bytes == arena_slot_size) free_slots.push_back(base);
+    return;
+  }
   forget_poison(s.map_base, s.map_size);
   munmap(s.map_base, s.map_size);
   guarded_count.fetch_sub(1, std::memory_order_relaxed);
@@ -143,6 +164,7 @@ void stack_release_all() {
     munmap(a.base, a.size);
   }
   arenas.clear();
+  free_slots.clear();
   arena_next = arena_end = nullptr;
 }
 

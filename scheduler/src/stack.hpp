@@ -56,8 +56,9 @@ inline constexpr std::size_t kCanaryBytes = 64;
 // Allocates a stack of `size` usable bytes (rounded up to pages). `default_size` says
 // whether it may come from an arena. Aborts with a message if memory is exhausted.
 Stack stack_alloc(std::size_t size, bool default_size);
-// Releases a stack's memory (guarded stacks only; arena slots are recycled by the G
-// free lists and released with their arena at shutdown).
+// Releases a stack's memory: a guarded stack is unmapped; an arena slot's pages go
+// back to the kernel and the slot to the next stack_alloc (its arena is unmapped only
+// by stack_release_all).
 void stack_free(const Stack& s);
 // Releases every arena (runtime shutdown).
 void stack_release_all();

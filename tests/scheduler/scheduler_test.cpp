@@ -183,6 +183,47 @@ TEST_P(Scheduler, StatsCountStackMemory) {
       goro::Config{.maxprocs = GetParam()});
 }
 
+// Thousands of goroutines that touched 32 KiB of stack each exit at once (as keep-alive
+// connections going idle do): the free lists keep a few hundred stacks for reuse, the
+// rest go back to the kernel.
+TEST_P(Scheduler, ExitedGoroutinesGiveTheirStacksBack) {
+  constexpr int kGoroutines = 4000;
+  constexpr std::size_t kTouched = 32 * 1024;
+  std::size_t before = 0, peak = 0, after = 0;
+  goro::run(
+      [&] {
+        before = goro::stats().stack_committed_bytes;
+        goro::Chan<int> release;
+        goro::WaitGroup parked, done;
+        for (int i = 0; i < kGoroutines; ++i) {
+          parked.add(1);
+          done.add(1);
+          goro::go([release, &parked, &done] {
+            volatile char frame[kTouched];
+            for (std::size_t at = 0; at < kTouched; at += 512) frame[at] = 1;
+            parked.done();
+            release.recv();
+            done.done();
+            (void)frame[0];
+          });
+        }
+        parked.wait();
+        peak = goro::stats().stack_committed_bytes;
+        release.close();
+        done.wait();
+        goro::sleep(std::chrono::milliseconds(20));  // the last ones finish exiting
+        after = goro::stats().stack_committed_bytes;
+      },
+      goro::Config{.maxprocs = GetParam()});
+  // What the free lists may keep: 63 per P and 256 more, each with what it touched.
+  const std::size_t kept = static_cast<std::size_t>(64 * GetParam() + 256) * (kTouched + 16 * 1024);
+  std::printf("[figure] stack memory committed: %zu KiB before, %zu KiB with %d goroutines, "
+              "%zu KiB after they exited (%d P)\n",
+              before >> 10, peak >> 10, kGoroutines, after >> 10, GetParam());
+  EXPECT_GE(peak, before + kGoroutines * kTouched);
+  EXPECT_LE(after, before + kept);
+}
+
 TEST_P(Scheduler, RunsAgainInTheSameProcess) {
   for (int round = 0; round < 4; ++round) {
     std::atomic<int> sum{0};
