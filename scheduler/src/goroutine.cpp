@@ -214,6 +214,33 @@ G* new_g(std::size_t stack_size, std::string_view name, std::size_t closure_size
   return g;
 }
 
+namespace {
+
+struct StartClosure {
+  void (*fn)(void*);
+  void* arg;
+};
+
+}  // namespace
+
+G* new_waiting_g(void (*fn)(void*), void* arg, std::size_t stack_size, std::string_view name) {
+  void* slot = nullptr;
+  G* g = new_g(stack_size, name, sizeof(StartClosure), alignof(StartClosure), &slot);
+  ::new (slot) StartClosure{fn, arg};
+  g->creator_pc = reinterpret_cast<void*>(fn);
+  g->entry = [](void* p) {
+    auto* c = static_cast<StartClosure*>(p);
+    c->fn(c->arg);
+  };
+  g->sp = make_context(g->closure, &g_main, g);
+  g->wait_reason = WaitReason::io_read;
+  // release: as in start_g, for a goroutine dump.
+  g->status.store(GStatus::waiting, std::memory_order_release);
+  sched.live_gs.fetch_add(1, std::memory_order_relaxed);
+  trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
+  return g;
+}
+
 void start_g(G* g, void (*entry)(void*)) {
   RuntimeScope scope;
   g->entry = entry;

@@ -2,6 +2,9 @@
 // detail/runtime.hpp (new_g, start_g); here is what the scheduler needs besides.
 #pragma once
 
+#include <cstddef>
+#include <string_view>
+
 #include "sched.hpp"
 
 namespace goro::detail {
@@ -10,6 +13,12 @@ namespace goro::detail {
 // list for reuse, or, past what those keep, and for a stack of a non-default size,
 // releases the stack. pp's owner only.
 void gfput(P* pp, G* g);
+
+// A new goroutine that is to run fn(arg), made as goro::go makes one (stack_size and
+// name as in GoOptions) but left waiting instead of queued: its waker readies it. For
+// the netpoller, which starts a goroutine when a descriptor armed with
+// poll_start_on_read becomes readable.
+G* new_waiting_g(void (*fn)(void*), void* arg, std::size_t stack_size, std::string_view name);
 
 // Calls fn(g, arg) for every G ever created (dead ones included) under the lock of
 // that list: new stacks wait meanwhile. For goroutine dumps.

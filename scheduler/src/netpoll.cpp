@@ -34,12 +34,17 @@
 // slots below, so none is lost between two waits.
 //
 // A PollDesc's slot (rg for the reader, wg for the writer) holds kEmpty, kReady (an
-// edge arrived that nobody consumed yet), kWait (a G is committing to wait) or a G*.
+// edge arrived that nobody consumed yet), kWait (a G is committing to wait), a G*, or,
+// in rg only, kStart (no G waits: poll_start_on_read asked for a new one to start).
 // Transitions, all by CAS:
 //   waiter:  empty -> wait (before parking), wait -> G* (in the park commit, on g0);
 //            ready -> empty (consumes a pending edge without parking);
-//   notifier (epoll event, deadline, evict): wait/G* -> ready or empty, readying the G.
+//   starter: empty -> start;
+//   notifier (epoll event, deadline, evict): wait/G*/start -> ready or empty, readying
+//            the G, or making the G that kStart asked for (new_waiting_g) and readying
+//            that, outside any lock.
 // A notifier that replaces kWait makes the waiter's commit fail, so the G never parks.
+// A slot in kStart counts as a waiter: an idle M blocks in epoll for it.
 // Deadlines are Timers. A firing deadline timer checks, under the lock, that the
 // deadline now in force has really passed, so a timer armed for an older deadline
 // that fires late does nothing.
@@ -52,6 +57,7 @@
 
 #include <goro/scheduler/detail/netpoll.hpp>
 
+#include "goroutine.hpp"
 #include "netpoll.hpp"
 #include "timer.hpp"
 #include "trace.hpp"
@@ -69,6 +75,10 @@
 #include <mutex>
 #include <vector>
 
+#if defined(GORO_ASAN)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #if defined(GORO_TSAN)
 extern "C" {
 void __tsan_acquire(void* addr);
@@ -82,6 +92,9 @@ namespace {
 constexpr std::uintptr_t kEmpty = 0;
 constexpr std::uintptr_t kReady = 1;
 constexpr std::uintptr_t kWait = 2;
+constexpr std::uintptr_t kStart = 3;
+// What unblock returns for a kStart it cleared; start_or_g turns it into a new G.
+G* const kStartTaken = reinterpret_cast<G*>(kStart);
 }  // namespace
 
 class PollDesc {
@@ -109,6 +122,12 @@ class PollDesc {
   // (lock)
   void (*hangup_fn)(void*) = nullptr;
   void* hangup_arg = nullptr;
+  // What a notifier that clears kStart starts: written before the slot becomes kStart,
+  // read by the one party that clears it.
+  void (*start_fn)(void*) = nullptr;
+  void* start_arg = nullptr;
+  std::size_t start_stack = 0;
+  const char* start_name = "";
   std::int64_t rd = 0, wd = 0;  // deadlines in force, 0 = none
   DeadlineTimer rt, wt;
   PollDesc* link = nullptr;  // free list (cache_mu)
@@ -139,8 +158,9 @@ std::uint64_t tagged(PollDesc* pd, std::uint16_t seq) {
   return reinterpret_cast<std::uintptr_t>(pd) | (std::uint64_t{seq} << kTagShift);
 }
 
-// Clears a waiting slot; returns the G to ready, if one was parked there. With
-// io_ready, leaves kReady behind so a later wait does not miss this edge.
+// Clears a waiting slot; returns the G to ready, if one was parked there (kStartTaken
+// for a kStart: see start_or_g). With io_ready, leaves kReady behind so a later wait
+// does not miss this edge.
 G* unblock(PollDesc* pd, IoMode mode, bool io_ready) {
   auto& s = slot(pd, mode);
   for (;;) {
@@ -154,6 +174,13 @@ G* unblock(PollDesc* pd, IoMode mode, bool io_ready) {
       return reinterpret_cast<G*>(old);
     }
   }
+}
+
+// The G that unblock's result asks to ready: itself, or, for kStartTaken, a new
+// goroutine for pd's start_fn. Called with no lock held (making a G may map a stack).
+G* start_or_g(PollDesc* pd, G* g) {
+  if (g != kStartTaken) return g;
+  return new_waiting_g(pd->start_fn, pd->start_arg, pd->start_stack, pd->start_name);
 }
 
 bool wait_commit(G* g, void* arg) {
@@ -183,7 +210,7 @@ void deadline_fire(Timer* t) {
     g = unblock(pd, IoMode::write, false);
   }
   pd->lock.unlock();
-  if (g) ready(g);
+  if (g) ready(start_or_g(pd, g));
 }
 
 void call_hangup_hook(PollDesc* pd) {
@@ -223,7 +250,18 @@ void netpoll_shutdown() {
   if (breakfd >= 0) close(breakfd);
   epfd = breakfd = -1;
   std::lock_guard<std::mutex> guard(cache_mu);
-  for (PollDesc* pd : all_pds) delete pd;
+  for (PollDesc* pd : all_pds) {
+#if defined(GORO_ASAN)
+    // Armed by poll_start_on_read: start_arg is what its owner left to be resumed (a
+    // parked connection). Abandoned at exit as a parked goroutine is, and, like that
+    // goroutine's stack, kept and scanned by LeakSanitizer so only real leaks show.
+    if (pd->rg.load(std::memory_order_relaxed) == kStart) {
+      __lsan_register_root_region(pd, sizeof *pd);
+      continue;
+    }
+#endif
+    delete pd;
+  }
   all_pds.clear();
   free_pds = nullptr;
 }
@@ -317,6 +355,7 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, IoMode::write, true);
     for (G* g : gs) {
       if (!g) continue;
+      g = start_or_g(pd, g);
       g->link = nullptr;
       *tail = g;
       tail = &g->link;
@@ -414,7 +453,7 @@ void poll_evict(PollDesc* pd) {
   pd->hangup_arg = nullptr;
   pd->lock.unlock();
   while (pd->hangup_calls.load(std::memory_order_acquire) != 0) sched_yield();
-  if (r) ready(r);
+  if (r) ready(start_or_g(pd, r));
   if (w) ready(w);
 }
 
@@ -440,7 +479,7 @@ void poll_interrupt(PollDesc* pd, IoMode mode, G* waiter) {
   if (mode != IoMode::read) woken[1] = interrupt_one(pd, IoMode::write, waiter);
   pd->lock.unlock();
   for (G* g : woken)
-    if (g) ready(g);
+    if (g) ready(start_or_g(pd, g));
 }
 
 void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter) {
@@ -486,6 +525,45 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode) {
   }
 }
 
+void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t stack_size,
+                        const char* name) {
+  pd->start_fn = fn;
+  pd->start_arg = arg;
+  pd->start_stack = stack_size;
+  pd->start_name = name;
+  auto& s = pd->rg;
+  auto due = [pd] {
+    return pd->closing.load(std::memory_order_acquire) ||
+           pd->rd_expired.load(std::memory_order_acquire);
+  };
+  for (;;) {
+    if (due()) break;
+    std::uintptr_t old = s.load(std::memory_order_acquire);
+    if (old == kReady) {
+      if (s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel)) break;
+      continue;
+    }
+    if (old != kEmpty) {
+      std::fprintf(stderr, "goro: fatal error: a goroutine waits on a descriptor armed to start one\n");
+      std::abort();
+    }
+    // Counted first: a notifier that clears kStart at once counts it down.
+    waiters.fetch_add(1, std::memory_order_relaxed);
+    if (!s.compare_exchange_strong(old, kStart, std::memory_order_acq_rel)) {
+      waiters.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
+    // Recheck after arming, as poll_wait does: an evict or deadline in between saw the
+    // slot empty. Take kStart back and start here, unless a notifier already took it.
+    if (!due()) return;
+    old = kStart;
+    if (!s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel)) return;
+    waiters.fetch_sub(1, std::memory_order_relaxed);
+    break;
+  }
+  ready(new_waiting_g(fn, arg, stack_size, name));
+}
+
 void poll_set_hangup_hook(PollDesc* pd, void (*fn)(void*), void* arg) {
   pd->lock.lock();
   pd->hangup_fn = fn;
@@ -526,7 +604,7 @@ void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode) {
   pd->lock.unlock();
   for (std::int64_t w : wake) timer_wake(w);
   for (G* g : woken)
-    if (g) ready(g);
+    if (g) ready(start_or_g(pd, g));
 }
 
 }  // namespace goro::detail

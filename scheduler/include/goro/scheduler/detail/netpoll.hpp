@@ -7,7 +7,7 @@
 // Contract:
 //  - poll_open / poll_close (or poll_forget): by the owner of the descriptor, once each.
 //  - poll_wait(pd, mode): by at most one G per mode at a time (the net layer serialises
-//    readers and writers of one connection).
+//    readers and writers of one connection); poll_start_on_read counts as the reader.
 //  - poll_set_deadline / poll_evict / poll_interrupt: any thread, concurrently with
 //    poll_wait.
 // PollDescs are recycled, never freed; each registration is numbered, and an event
@@ -15,6 +15,7 @@
 // descriptor never reaches the descriptor that reuses its PollDesc.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace goro::detail {
@@ -62,6 +63,16 @@ PollStatus poll_wait(PollDesc* pd, IoMode mode);  // mode: read or write
 // not affected. For cancelling an operation (a context's cancellation).
 void poll_interrupt(PollDesc* pd, IoMode mode, G* waiter);
 void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter);
+
+// Instead of a goroutine parked in poll_wait(pd, read): fn(arg) starts on a new
+// goroutine (stack_size and name as GoOptions's; name must outlive the call) when a
+// reader parked there would be woken: the descriptor may be readable, the read
+// deadline passed, or pd is evicted. At once if one of those holds already, an edge
+// included that arrived since the last wait. One start per call; until it starts, no
+// goroutine may wait on pd for reading. A connection can wait this way holding no
+// goroutine, and so no stack, while it is idle.
+void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t stack_size,
+                        const char* name);
 
 // From now on, fn(arg) is called when epoll reports a hang-up of the descriptor (the
 // peer closed or reset the connection: rdhup, hup or err), on whichever thread polls,
