@@ -90,6 +90,11 @@ void Conn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
 
 bool Conn::on_hangup(void (*fn)(void*), void* arg) { return fd_ && fd_->on_hangup(fn, arg); }
 
+bool Conn::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
+                             const char* name) {
+  return fd_ && fd_->start_on_readable(fn, arg, stack_size, name);
+}
+
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }
 int Conn::fd() const noexcept { return fd_ && !fd_->closed() ? fd_->sysfd() : -1; }

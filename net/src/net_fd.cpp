@@ -145,6 +145,18 @@ bool NetFd::on_hangup(void (*fn)(void*), void* arg) {
   return true;
 }
 
+bool NetFd::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
+                              const char* name) {
+  OpGuard guard(*this, OpGuard::read);
+  if (!guard.held() || pd_ == nullptr || poll_generation_ != rt::poll_generation()) return false;
+  // Bytes may be queued with no edge to come for them: the caller reads now.
+  if (!drained_ || rt::poll_hangup_or_urgent_seen(pd_)) return false;
+  // The goroutine started reads at once: the edge that starts it is consumed.
+  drained_ = false;
+  rt::poll_start_on_read(pd_, fn, arg, stack_size, name);
+  return true;
+}
+
 std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   OpGuard guard(*this, OpGuard::ref);
   if (!guard.held()) return errc::closed;
@@ -168,10 +180,11 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   // error that came with the data is still there to read, with no edge to come. Nor
   // after TCP urgent data: a read stops short at the urgent mark, the rest queued.
   if (drained_) {
-    drained_ = false;
+    // A wait that fails (a deadline) leaves the queue as drained as it found it.
     if (!rt::poll_hangup_or_urgent_seen(pd_)) {
       if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
     }
+    drained_ = false;
   }
   for (;;) {
     ssize_t n = sys::recv(fd_, buf, len, 0);
@@ -185,7 +198,10 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
     int e = static_cast<int>(-n);
     if (e == EINTR) continue;
     if (e != EAGAIN) return errno_code(e);
-    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
+    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) {
+      drained_ = true;  // EAGAIN said so, on any kind of socket
+      return wait_error(st);
+    }
   }
 }
 

@@ -69,6 +69,9 @@ class NetFd {
   void clear_interrupt(IoMode mode, goro::detail::G* waiter);
   // poll_set_hangup_hook while open; false once closed.
   bool on_hangup(void (*fn)(void*), void* arg);
+  // Stream::start_on_readable: poll_start_on_read when the last read found the receive
+  // queue empty; false (nothing armed) when it did not, once closed, or outside a run.
+  bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size, const char* name);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
   std::error_code set_deadline(Deadline d, IoMode mode);
@@ -115,7 +118,9 @@ class NetFd {
   std::atomic<bool> destroyed_{false};
   std::atomic<bool> lingers_{false};     // SO_LINGER with a time: ::close may block
   goro::detail::Semaphore closed_sema_;  // released once destroyed by an operation
-  bool drained_ = false;  // the last read was short (see read); guarded by the read lock
+  // The receive queue was empty as of the last read (it came back short or found
+  // nothing), so only an edge can say more arrived (see read); guarded by the read lock.
+  bool drained_ = false;
   Addr remote_;
 };
 

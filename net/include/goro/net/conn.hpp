@@ -63,6 +63,8 @@ class Conn final : public Stream {
   void interrupt(IoMode mode, goro::detail::G* waiter) override;
   void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
   bool on_hangup(void (*fn)(void*), void* arg) override;
+  bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
+                         const char* name) override;
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;

@@ -105,6 +105,22 @@ class Stream {
     (void)arg;
     return false;
   }
+
+  // Waits for the next read without a goroutine: returns true when fn(arg) will start
+  // on a new goroutine (stack_size and name as GoOptions's; name must outlive the call)
+  // once a read may not have to wait (bytes, end of stream or an error arrived, the
+  // read deadline passed, or the stream was closed), perhaps before this returns. Until
+  // then no goroutine may read. Returns false, arming nothing, when the stream cannot
+  // wait that way or bytes may be waiting already: then the caller reads as usual. For
+  // servers whose idle connections should cost no stack.
+  virtual bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
+                                 const char* name) {
+    (void)fn;
+    (void)arg;
+    (void)stack_size;
+    (void)name;
+    return false;
+  }
 };
 
 // Runs op (a call on stream s in direction mode) so that ctx's cancellation interrupts
