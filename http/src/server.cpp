@@ -32,9 +32,11 @@ namespace {
 
 void start_conn(const std::shared_ptr<Server::Impl>& impl, std::unique_ptr<net::Stream> stream) {
   auto conn = std::make_unique<detail::ServerConn>(impl, std::move(stream));
+  conn->allow_parking();
   goro::go(GoOptions{.stack_size = impl->options.stack_size, .name = "http conn"},
            [conn = std::move(conn)]() mutable {
-             conn->serve();
+             // Parked: the goroutine the connection's next bytes start owns it now.
+             if (conn->serve() == detail::ServerConn::Served::parked) (void)conn.release();
              conn.reset();
            });
 }

@@ -10,8 +10,8 @@
 // has looked at it.
 //
 // Pipelining: when a response is complete and bytes of a next request were already read
-// with it, the response is copied to out_ instead of written, and the next request is
-// served from the read buffer; one write carries the whole batch. out_ is flushed before
+// with it, the response is copied to x_->out instead of written, and the next request is
+// served from the read buffer; one write carries the whole batch. x_->out is flushed before
 // anything else goes out (a streamed response, 100 Continue, an error reply), before
 // every read from the socket (so a client never waits on a response while the server
 // waits on the client), before the connection closes, and when it would grow past
@@ -72,77 +72,109 @@ bool ServerConn::set_idle(bool idle) {
   return !server_->shutting_down;
 }
 
-void ServerConn::serve() {
+std::unique_ptr<ServerConn::Exchange> ServerConn::new_exchange() const {
+  const ServerOptions& o = server_->options;
+  return std::unique_ptr<Exchange>(new Exchange{
+      MessageParser(MessageParser::Mode::request,
+                    ParserLimits{o.max_request_line, o.max_header_bytes, o.max_body_bytes},
+                    o.read_buffer_size),
+      Request(), ResponseWriter(), std::string(), std::string()});
+}
+
+ServerConn::Served ServerConn::serve() {
   remote_ = stream_->remote_addr().to_string();
   if (wants_http2()) {
     serve_http2();
-    return;
+    return Served::ended;
   }
   // Bytes read while looking for the h2c preface start a request: not idle any more.
-  if (parser_.buffered() > 0 && !set_idle(false)) return;
-  bool first = true;
+  if (x_->parser.buffered() > 0 && !set_idle(false)) return Served::ended;
+  return serve_requests(true, false);
+}
+
+void ServerConn::resume(void* self) {
+  auto* conn = static_cast<ServerConn*>(self);
+  conn->x_ = conn->new_exchange();
+  if (conn->serve_requests(false, true) == Served::ended) delete conn;
+}
+
+// resumed: on the goroutine that a parked connection's first bytes started (resume).
+ServerConn::Served ServerConn::serve_requests(bool first, bool resumed) {
   for (;;) {
-    if (!read_head(first)) return;
+    // Parked: this object is the next goroutine's now; not a member may be touched.
+    if (Head head = read_head(first, resumed); head != Head::ready) {
+      return head == Head::parked ? Served::parked : Served::ended;
+    }
+    resumed = false;
     serve_request();
     publish_bytes();
-    if (!keep_going_) return;
-    parser_.next_message();
+    if (!keep_going_) return Served::ended;
+    x_->parser.next_message();
     first = false;
   }
 }
 
 // Reads the first bytes of the next request on an idle keep-alive connection, waiting
-// at most idle_timeout. A connection still idle after kIdleRelease gives back what it
-// need not hold while it waits (the read buffer, the response buffers, the pages its
-// goroutine's stack touched below this frame), then waits on for one byte read onto the
-// stack: a busy connection never pays for that, an idle one holds little more than its
-// goroutine's top stack page and this object.
-Result<std::size_t> ServerConn::wait_idle() {
+// at most idle_timeout. A busy connection never pays for more than that read. One
+// still idle after kIdleRelease gives back its exchange (the parser and its read
+// buffer, the request, the response buffers) and parks: its stream starts a goroutine
+// (resume) when bytes arrive, the deadline passes or shutdown closes it, so an idle
+// connection holds no goroutine and no stack, only this object and its socket. A
+// stream that cannot do that (TLS), or a connection served by Server::serve_conn,
+// waits on instead for one byte read onto the stack, after releasing the stack's pages
+// below this frame. Returns nullopt when the connection parked.
+std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   const std::chrono::nanoseconds idle = server_->options.idle_timeout;
   const bool release = idle.count() <= 0 || idle > kIdleRelease;
   set_read_deadline(deadline_in(release ? kIdleRelease : idle));
-  std::span<char> space = parser_.read_space();
+  std::span<char> space = x_->parser.read_space();
   Result<std::size_t> n = stream_->read(space.data(), space.size());
   if (n || !release || !net::is_timeout(n.error())) return n;
-  parser_.release_buffer();
-  out_ = std::string();
-  scratch_ = std::string();
-  ResponseAccess::release_buffers(writer_);
-  goro::detail::release_unused_stack();
+  x_->parser.release_buffer();  // its page back to the kernel, not to the pool's cache
+  x_.reset();
   // The full idle_timeout, counted from the start of the wait.
   set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - kIdleRelease) : net::no_deadline);
+  if (may_park_ && stream_->start_on_readable(&ServerConn::resume, this,
+                                              server_->options.stack_size, "http conn")) {
+    return std::nullopt;
+  }
+  goro::detail::release_unused_stack();
   char first;
   n = stream_->read(&first, 1);
+  x_ = new_exchange();
   if (!n || *n == 0) return n;
-  space = parser_.read_space();
+  space = x_->parser.read_space();
   space[0] = first;
   return std::size_t{1};
 }
 
-// Waits for and parses the next request head. Returns false when the connection ends
-// (the peer closed, a timeout, an error already answered, shutdown).
-bool ServerConn::read_head(bool first) {
+// Waits for and parses the next request head. Returns ended when the connection ends
+// (the peer closed, a timeout, an error already answered, shutdown), parked when it
+// parked while idle (wait_idle). resumed: the idle wait is over, its deadline still set.
+ServerConn::Head ServerConn::read_head(bool first, bool resumed) {
   const ServerOptions& options = server_->options;
-  bool waiting_idle = parser_.buffered() == 0;
-  if (waiting_idle && !set_idle(true)) return false;
+  bool waiting_idle = x_->parser.buffered() == 0;
+  if (waiting_idle && !set_idle(true)) return Head::ended;
   // Set before the first read: a pipelined head that is already buffered needs none.
-  bool deadline_set = false;
+  bool deadline_set = resumed;
   // The head's deadline, counted from its first byte after an idle wait: given to the
   // stream only if the head needs another read (it seldom does), so that a request
   // whose head comes in one piece changes the stream's deadline once, for the wait.
   std::optional<net::Deadline> head_deadline;
   for (;;) {
-    ParseStatus parsed = parser_.parse_head();
+    ParseStatus parsed = x_->parser.parse_head();
     if (parsed == ParseStatus::complete) break;
     if (parsed == ParseStatus::error) {
       if (waiting_idle) set_idle(false);
-      respond_error(parser_.error().status, parser_.error().message);
-      return false;
+      respond_error(x_->parser.error().status, x_->parser.error().message);
+      return Head::ended;
     }
-    if (flush_out()) return false;
+    if (flush_out()) return Head::ended;
     Result<std::size_t> n{std::size_t{0}};
     if (!deadline_set && waiting_idle && !first) {
-      n = wait_idle();
+      std::optional<Result<std::size_t>> got = wait_idle();
+      if (!got) return Head::parked;
+      n = *got;
       deadline_set = true;
     } else {
       if (!deadline_set) {
@@ -152,17 +184,17 @@ bool ServerConn::read_head(bool first) {
         set_read_deadline(*head_deadline);
         head_deadline.reset();
       }
-      std::span<char> space = parser_.read_space();
+      std::span<char> space = x_->parser.read_space();
       n = stream_->read(space.data(), space.size());
     }
     if (!n) {
-      if (net::is_timeout(n.error()) && parser_.head_started()) {
+      if (net::is_timeout(n.error()) && x_->parser.head_started()) {
         respond_error(status::request_timeout, "timed out reading the request head");
       }
-      return false;
+      return Head::ended;
     }
-    if (*n == 0) return false;
-    parser_.commit(*n);
+    if (*n == 0) return Head::ended;
+    x_->parser.commit(*n);
     bytes_in_ += *n;
     if (waiting_idle) {
       // The first byte of a request: from now on the head has read_header_timeout. A
@@ -170,23 +202,23 @@ bool ServerConn::read_head(bool first) {
       // answer could not be written, so the request is not served (the client sees the
       // connection close without an answer, as when it lost the race to an idle close).
       waiting_idle = false;
-      if (!set_idle(false)) return false;
+      if (!set_idle(false)) return Head::ended;
       if (!first) head_deadline = deadline_in(options.read_header_timeout);
     }
   }
-  if (waiting_idle && !set_idle(false)) return false;
-  return true;
+  if (waiting_idle && !set_idle(false)) return Head::ended;
+  return Head::ready;
 }
 
 void ServerConn::serve_request() {
   const ServerOptions& options = server_->options;
-  if (!RequestAccess::prepare(request_, parser_, remote_, this)) {
+  if (!RequestAccess::prepare(x_->request, x_->parser, remote_, this)) {
     respond_error(status::bad_request, "invalid percent-encoding in the request path");
     keep_going_ = false;
     return;
   }
-  bool keep_alive = parser_.keep_alive() && !parser_.upgrade();
-  ResponseAccess::begin(writer_, this, parser_.version_minor(), parser_.is_head_method(),
+  bool keep_alive = x_->parser.keep_alive() && !x_->parser.upgrade();
+  ResponseAccess::begin(x_->writer, this, x_->parser.version_minor(), x_->parser.is_head_method(),
                         keep_alive, options.write_buffer_size);
   continue_sent_ = false;
   close_after_ = false;
@@ -194,20 +226,20 @@ void ServerConn::serve_request() {
   body_error_ = {};
   // A body still to come gets its own limit; a request without one leaves the deadline
   // alone (nothing reads until the next head, which sets its own).
-  if (!parser_.message_complete()) set_read_deadline(deadline_in(options.read_body_timeout));
+  if (!x_->parser.message_complete()) set_read_deadline(deadline_in(options.read_body_timeout));
   set_write_deadline(deadline_in(options.write_timeout));
 
-  if (request_.target() == "*") {
+  if (x_->request.target() == "*") {
     // The asterisk form names the server itself; only OPTIONS may use it (RFC 9112
     // 3.2.4). Answered here, as Go's server does, not by the handler.
-    if (request_.method() != "OPTIONS") {
+    if (x_->request.method() != "OPTIONS") {
       respond_error(status::bad_request, "asterisk-form request target is only for OPTIONS", true);
       keep_going_ = false;
       return;
     }
   } else {
     try {
-      server_->handler(request_, writer_);
+      server_->handler(x_->request, x_->writer);
     } catch (const std::exception& e) {
       handler_failed(e.what());
     } catch (...) {
@@ -222,8 +254,8 @@ void ServerConn::serve_request() {
     stream_->close();
     return;
   }
-  if (body_error_ && net::is_timeout(body_error_) && !writer_.headers_sent() &&
-      writer_.bytes_written() == 0 && writer_.status() == status::ok) {
+  if (body_error_ && net::is_timeout(body_error_) && !x_->writer.headers_sent() &&
+      x_->writer.bytes_written() == 0 && x_->writer.status() == status::ok) {
     // The handler gave up on a body that stopped coming and said nothing: not a success.
     respond_error(status::request_timeout, "timed out reading the request body", true);
     keep_going_ = false;
@@ -231,18 +263,18 @@ void ServerConn::serve_request() {
   }
 
   finishing_ = true;
-  std::error_code finished = ResponseAccess::finish(writer_);
+  std::error_code finished = ResponseAccess::finish(x_->writer);
   finishing_ = false;
   if (finished) {
     keep_going_ = false;
     stream_->close();
     return;
   }
-  bool keep = ResponseAccess::keep_alive(writer_) && !close_after_;
-  if (keep && !parser_.message_complete()) {
+  bool keep = ResponseAccess::keep_alive(x_->writer) && !close_after_;
+  if (keep && !x_->parser.message_complete()) {
     // A client that asked for 100-continue and got none may or may not send the body:
     // the connection's framing is unknown, so it ends.
-    keep = !(parser_.expect_continue() && !continue_sent_) && drain();
+    keep = !(x_->parser.expect_continue() && !continue_sent_) && drain();
   }
   keep = keep && !server_->closing.load(std::memory_order_acquire);
   keep_going_ = keep;
@@ -266,21 +298,21 @@ std::string handler_threw_message(const Request& req, std::string_view protocol,
 }
 
 void ServerConn::handler_failed(const char* what) {
-  server_->log_error(handler_threw_message(request_, "", what));
+  server_->log_error(handler_threw_message(x_->request, "", what));
   close_after_ = true;
-  if (writer_.headers_sent()) {
-    ResponseAccess::abandon(writer_);
+  if (x_->writer.headers_sent()) {
+    ResponseAccess::abandon(x_->writer);
   } else {
-    ResponseAccess::set_keep_alive(writer_, false);
-    ResponseAccess::discard(writer_);
-    writer_.text("500 Internal Server Error\n", status::internal_server_error);
+    ResponseAccess::set_keep_alive(x_->writer, false);
+    ResponseAccess::discard(x_->writer);
+    x_->writer.text("500 Internal Server Error\n", status::internal_server_error);
   }
 }
 
 void ServerConn::build_error(int status, std::string_view message, bool head_known) {
   const ErrorReplyHook& hook = server_->options.on_error_reply;
   if (!hook) {
-    build_error_response(scratch_, status, message, parser_.head_request_seen());
+    build_error_response(x_->scratch, status, message, x_->parser.head_request_seen());
     return;
   }
   ErrorReply reply;
@@ -288,13 +320,13 @@ void ServerConn::build_error(int status, std::string_view message, bool head_kno
   reply.message = message;
   reply.remote_addr = remote_;
   if (head_known) {
-    reply.method = request_.method();
-    reply.target = request_.target();
-    reply.request_headers = request_.headers();
-  } else if (parser_.expose_partial_head()) {
-    reply.method = parser_.method();
-    reply.target = parser_.target();
-    reply.request_headers = parser_.headers();
+    reply.method = x_->request.method();
+    reply.target = x_->request.target();
+    reply.request_headers = x_->request.headers();
+  } else if (x_->parser.expose_partial_head()) {
+    reply.method = x_->parser.method();
+    reply.target = x_->parser.target();
+    reply.request_headers = x_->parser.headers();
   }
   try {
     hook(reply);
@@ -307,7 +339,7 @@ void ServerConn::build_error(int status, std::string_view message, bool head_kno
   reply.headers.remove("content-length");
   reply.headers.remove("transfer-encoding");
   reply.headers.remove("connection");
-  build_error_response(scratch_, status, message, parser_.head_request_seen(), &reply.headers);
+  build_error_response(x_->scratch, status, message, x_->parser.head_request_seen(), &reply.headers);
 }
 
 void ServerConn::respond_error(int status, std::string_view message, bool head_known) {
@@ -316,7 +348,7 @@ void ServerConn::respond_error(int status, std::string_view message, bool head_k
   set_write_deadline(net::deadline_after(server_->options.write_timeout.count() > 0
                                              ? server_->options.write_timeout
                                              : std::chrono::nanoseconds(kErrorWriteTimeout)));
-  Result<std::size_t> n = stream_->write(scratch_.data(), scratch_.size());
+  Result<std::size_t> n = stream_->write(x_->scratch.data(), x_->scratch.size());
   if (n) bytes_out_ += *n;
   if (n) linger_close();
 }
@@ -330,7 +362,7 @@ void ServerConn::linger_close() {
     stream_->close();
     return;
   }
-  if (parser_.message_complete() && parser_.buffered() == 0) {
+  if (x_->parser.message_complete() && x_->parser.buffered() == 0) {
     stream_->close();
     return;
   }
@@ -353,17 +385,17 @@ bool ServerConn::drain() {
   std::size_t drained = 0;
   set_read_deadline(deadline_in(server_->options.read_header_timeout));
   for (;;) {
-    drained += parser_.skip(parser_.available());
-    if (parser_.message_complete()) return true;
+    drained += x_->parser.skip(x_->parser.available());
+    if (x_->parser.message_complete()) return true;
     if (drained > server_->options.max_drain_bytes) return false;
-    ParseStatus parsed = parser_.parse_body();
+    ParseStatus parsed = x_->parser.parse_body();
     if (parsed == ParseStatus::error) return false;
-    if (parsed == ParseStatus::complete || parser_.available() > 0) continue;
+    if (parsed == ParseStatus::complete || x_->parser.available() > 0) continue;
     if (flush_out()) return false;
-    std::span<char> space = parser_.read_space();
+    std::span<char> space = x_->parser.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n || *n == 0) return false;
-    parser_.commit(*n);
+    x_->parser.commit(*n);
     bytes_in_ += *n;
   }
 }
@@ -383,18 +415,18 @@ void ServerConn::set_write_deadline(net::Deadline d) {
 
 // Writes the batched responses; returns the write error (the connection is done).
 std::error_code ServerConn::flush_out() {
-  return out_.empty() ? std::error_code{} : write_out(nullptr, 0);
+  return x_->out.empty() ? std::error_code{} : write_out(nullptr, 0);
 }
 
 std::error_code ServerConn::body_failed(const ParseError& error) {
   close_after_ = true;
-  ResponseAccess::set_keep_alive(writer_, false);
-  if (!writer_.headers_sent()) {
+  ResponseAccess::set_keep_alive(x_->writer, false);
+  if (!x_->writer.headers_sent()) {
     // Answer now (413 / 400 / 431), whatever the handler does with the error.
     build_error(error.status, error.message, true);
-    iovec iov{scratch_.data(), scratch_.size()};
+    iovec iov{x_->scratch.data(), x_->scratch.size()};
     write_out(&iov, 1);
-    ResponseAccess::mark_finished(writer_);
+    ResponseAccess::mark_finished(x_->writer);
   }
   body_error_ = error.status == status::payload_too_large ? make_error_code(errc::body_too_large)
                                                           : make_error_code(errc::malformed_body);
@@ -404,12 +436,12 @@ std::error_code ServerConn::body_failed(const ParseError& error) {
 Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
   if (body_error_) return body_error_;
   for (;;) {
-    if (parser_.available() > 0) return parser_.take(buf, len);
-    if (parser_.message_complete()) return std::size_t{0};
-    ParseStatus parsed = parser_.parse_body();
-    if (parsed == ParseStatus::error) return body_failed(parser_.error());
-    if (parsed == ParseStatus::complete || parser_.available() > 0) continue;
-    if (parser_.expect_continue() && !continue_sent_ && !writer_.headers_sent()) {
+    if (x_->parser.available() > 0) return x_->parser.take(buf, len);
+    if (x_->parser.message_complete()) return std::size_t{0};
+    ParseStatus parsed = x_->parser.parse_body();
+    if (parsed == ParseStatus::error) return body_failed(x_->parser.error());
+    if (parsed == ParseStatus::complete || x_->parser.available() > 0) continue;
+    if (x_->parser.expect_continue() && !continue_sent_ && !x_->writer.headers_sent()) {
       continue_sent_ = true;
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       iovec iov{const_cast<char*>(kContinue), sizeof kContinue - 1};
@@ -422,7 +454,7 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
       body_error_ = ec;
       return ec;
     }
-    std::span<char> space = parser_.read_space();
+    std::span<char> space = x_->parser.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n) {
       close_after_ = true;
@@ -438,21 +470,21 @@ Result<std::size_t> ServerConn::read_body(void* buf, std::size_t len) {
       body_error_ = make_error_code(errc::unexpected_eof);
       return body_error_;
     }
-    parser_.commit(*n);
+    x_->parser.commit(*n);
     bytes_in_ += *n;
   }
 }
 
 bool ServerConn::reusable() {
   if (close_after_ || server_->closing.load(std::memory_order_acquire)) return false;
-  if (parser_.message_complete()) return true;
+  if (x_->parser.message_complete()) return true;
   // Go's rule: a client that asked for 100-continue and got none may or may not send
   // the body, so the connection's framing is lost; a known remainder too large to
   // drain closes it as well.
-  if (parser_.expect_continue() && !continue_sent_) return false;
-  std::int64_t length = parser_.content_length();
+  if (x_->parser.expect_continue() && !continue_sent_) return false;
+  std::int64_t length = x_->parser.content_length();
   if (length >= 0 &&
-      static_cast<std::uint64_t>(length) - parser_.body_bytes() > server_->options.max_drain_bytes)
+      static_cast<std::uint64_t>(length) - x_->parser.body_bytes() > server_->options.max_drain_bytes)
     return false;
   // A handler that is done left part of the body unread: drain it now, before the head,
   // so the head can say whether the connection stays (a chunked body's size is unknown
@@ -516,12 +548,12 @@ void ServerConn::publish_bytes() {
 }
 
 net::Stream* ServerConn::take_over(std::string& early) {
-  if (taken_over_ || writer_.headers_sent() || !parser_.message_complete()) return nullptr;
+  if (taken_over_ || x_->writer.headers_sent() || !x_->parser.message_complete()) return nullptr;
   // Responses batched before this request go out first.
   if (flush_out()) return nullptr;
-  early.append(parser_.unparsed());
+  early.append(x_->parser.unparsed());
   taken_over_ = true;
-  ResponseAccess::set_keep_alive(writer_, false);
+  ResponseAccess::set_keep_alive(x_->writer, false);
   set_read_deadline(net::no_deadline);
   set_write_deadline(net::no_deadline);
   return stream_.get();
@@ -535,29 +567,29 @@ bool ServerConn::client_gone() {
 std::error_code ServerConn::write_out(const iovec* iov, int count) {
   std::size_t bytes = 0;
   for (int i = 0; i < count; ++i) bytes += iov[i].iov_len;
-  if (finishing_ && parser_.buffered() > 0 &&
-      out_.size() + bytes <= server_->options.write_buffer_size) {
+  if (finishing_ && x_->parser.buffered() > 0 &&
+      x_->out.size() + bytes <= server_->options.write_buffer_size) {
     for (int i = 0; i < count; ++i)
-      out_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+      x_->out.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     return {};
   }
   Result<std::size_t> n{std::size_t{0}};
   constexpr int kMaxPieces = 8;  // ResponseWriter passes at most 4
-  if (!out_.empty() && count < kMaxPieces) {
+  if (!x_->out.empty() && count < kMaxPieces) {
     // The batch first, then these bytes, in one call.
     iovec all[kMaxPieces];
-    all[0] = {out_.data(), out_.size()};
+    all[0] = {x_->out.data(), x_->out.size()};
     std::copy(iov, iov + count, all + 1);
     n = stream_->writev(all, count + 1);
   } else {
-    if (!out_.empty()) {
-      iovec batch{out_.data(), out_.size()};
+    if (!x_->out.empty()) {
+      iovec batch{x_->out.data(), x_->out.size()};
       n = stream_->writev(&batch, 1);
     }
     if (n && count > 0) n = stream_->writev(iov, count);
   }
-  const std::size_t batched = out_.size();
-  out_.clear();
+  const std::size_t batched = x_->out.size();
+  x_->out.clear();
   if (n) {
     bytes_out_ += batched + bytes;
     return {};

@@ -72,12 +72,7 @@ StatsShard& stats_shard();
 class ServerConn final : public BodySource, public ResponseSink {
  public:
   ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
-      : server_(std::move(server)),
-        stream_(std::move(stream)),
-        parser_(MessageParser::Mode::request,
-                ParserLimits{server_->options.max_request_line, server_->options.max_header_bytes,
-                             server_->options.max_body_bytes},
-                server_->options.read_buffer_size) {
+      : server_(std::move(server)), stream_(std::move(stream)), x_(new_exchange()) {
     std::lock_guard lock(server_->mu);
     server_->conns.insert(this);
     stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
@@ -99,7 +94,14 @@ class ServerConn final : public BodySource, public ResponseSink {
     stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
   }
 
-  void serve();
+  // What serve and resume leave behind: the connection ended (the caller deletes this
+  // object), or it waits for its next request with no goroutine (this object belongs
+  // to the goroutine that the stream starts when bytes arrive, which calls resume).
+  enum class Served { ended, parked };
+  Served serve();
+  // Lets an idle connection park (see wait_idle); the caller of serve must then give
+  // up the object when it parks. Off for Server::serve_conn, whose caller waits.
+  void allow_parking() noexcept { may_park_ = true; }
 
   // Called by shutdown, under server mu.
   bool idle() const noexcept { return idle_; }
@@ -112,9 +114,24 @@ class ServerConn final : public BodySource, public ResponseSink {
   // client preface read (and left in parser_) on a plain one (server_conn_h2.cpp).
   bool wants_http2();
   void serve_http2();
+  // What one request/response exchange needs, held only while the connection is not
+  // parked: an idle connection gives it all back.
+  struct Exchange {
+    MessageParser parser;
+    Request request;
+    ResponseWriter writer;
+    std::string scratch;  // error responses
+    std::string out;      // responses batched for one write (pipelining)
+  };
+  std::unique_ptr<Exchange> new_exchange() const;
+  enum class Head { ready, ended, parked };
+  Served serve_requests(bool first, bool resumed);
+  // The goroutine the stream starts for a parked connection.
+  static void resume(void* self);
   bool set_idle(bool idle);
-  bool read_head(bool first);
-  Result<std::size_t> wait_idle();
+  Head read_head(bool first, bool resumed);
+  // nullopt: parked.
+  std::optional<Result<std::size_t>> wait_idle();
   void serve_request();
   void handler_failed(const char* what);
   void respond_error(int status, std::string_view message, bool head_known = false);
@@ -142,11 +159,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   std::shared_ptr<Server::Impl> server_;
   std::unique_ptr<net::Stream> stream_;
   std::string remote_;
-  MessageParser parser_;
-  Request request_;
-  ResponseWriter writer_;
-  std::string scratch_;  // error responses
-  std::string out_;      // responses batched for one write (pipelining)
+  std::unique_ptr<Exchange> x_;  // null only while parked
 
   bool idle_ = true;  // guarded by server_->mu
   // The HTTP/2 connection being served, if any; guarded by server_->mu.
@@ -157,6 +170,7 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool handler_done_ = false;
   bool finishing_ = false;  // writes now end a response; they may be batched
   bool taken_over_ = false;  // the handler took the connection (take_over)
+  bool may_park_ = false;    // allow_parking
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
   // no call.

@@ -34,14 +34,14 @@ bool ServerConn::wants_http2() {
   if (!options.enable_h2c) return false;
   set_read_deadline(deadline_in(options.read_header_timeout));
   for (;;) {
-    std::string_view got = parser_.unparsed();
+    std::string_view got = x_->parser.unparsed();
     const std::size_t k = std::min(got.size(), kClientPreface.size());
     if (got.substr(0, k) != kClientPreface.substr(0, k)) return false;
     if (k == kClientPreface.size()) return true;
-    std::span<char> space = parser_.read_space();
+    std::span<char> space = x_->parser.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (!n || *n == 0) return false;
-    parser_.commit(*n);
+    x_->parser.commit(*n);
     bytes_in_ += *n;
   }
 }
@@ -50,7 +50,7 @@ void ServerConn::serve_http2() {
   // The handshake's deadlines end here; H2Conn sets its own.
   set_read_deadline(net::no_deadline);
   set_write_deadline(net::no_deadline);
-  H2Conn conn(server_, *stream_, remote_, std::string(parser_.unparsed()));
+  H2Conn conn(server_, *stream_, remote_, std::string(x_->parser.unparsed()));
   bool shutting_down;
   {
     std::lock_guard lock(server_->mu);

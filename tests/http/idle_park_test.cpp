@@ -1,0 +1,187 @@
+// Idle keep-alive connections that park: after a second without a byte, a plain
+// connection gives up its goroutine and waits in the netpoller (docs/design.md). What a
+// client must not notice: the next request on the same connection is served, pipelined
+// or split; the idle timeout and shutdown still close it on time; a client that leaves
+// takes the connection with it. What a user can see: the goroutines are gone. Over TLS
+// a connection waits on its goroutine instead, and is served just the same.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <goro/http/server.hpp>
+#include <goro/net/dial.hpp>
+#include <goro/net/tls.hpp>
+#include <goro/scheduler/runtime.hpp>
+
+#include "test_certs.hpp"
+#include "test_util.hpp"
+
+namespace goro::http::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Longer than the second after which an idle connection parks.
+constexpr auto kParked = 1600ms;
+
+std::string get(std::string_view path) {
+  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+}
+
+Handler echo_path() {
+  return [](Request& req, ResponseWriter& w) { w.text("path " + std::string(req.path())); };
+}
+
+class IdlePark : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Ps, IdlePark, ::testing::Values(1, 2, 4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+// 64 connections each make a request and go idle: their goroutines go away, and each
+// then gets its next requests answered, in order, on the same connection (one of them
+// pipelines two, one splits its head across two writes).
+TEST_P(IdlePark, ParkedConnectionsHoldNoGoroutineAndServeTheirNextRequests) {
+  constexpr int kConns = 64;
+  TestServer server(echo_path(), ServerOptions{}, GetParam());
+  ASSERT_NE(server.port(), 0);
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < kConns; ++i) {
+    conns.push_back(std::make_unique<RawConn>(server.port()));
+    ASSERT_TRUE(conns.back()->send(get("/first/" + std::to_string(i))));
+    auto r = conns.back()->read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "path /first/" + std::to_string(i));
+  }
+  const int busy = goro::num_goroutine();
+  std::this_thread::sleep_for(kParked);
+  const int idle = goro::num_goroutine();
+  EXPECT_LE(idle, busy - kConns) << "the idle connections still hold goroutines";
+  EXPECT_EQ(server.server()->connection_count(), static_cast<std::size_t>(kConns));
+
+  ASSERT_TRUE(conns[0]->send(get("/a") + get("/b")));
+  ASSERT_TRUE(conns[1]->send("GET /spl"));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(conns[1]->send("it HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (int i = 2; i < kConns; ++i) ASSERT_TRUE(conns[i]->send(get("/second/" + std::to_string(i))));
+
+  auto a = conns[0]->read_response();
+  auto b = conns[0]->read_response();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->body, "path /a");
+  EXPECT_EQ(b->body, "path /b");
+  auto split = conns[1]->read_response();
+  ASSERT_TRUE(split);
+  EXPECT_EQ(split->body, "path /split");
+  for (int i = 2; i < kConns; ++i) {
+    auto r = conns[i]->read_response();
+    ASSERT_TRUE(r) << "connection " << i;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "path /second/" + std::to_string(i));
+  }
+  // And they park again.
+  std::this_thread::sleep_for(kParked);
+  EXPECT_LE(goro::num_goroutine(), idle);
+  ASSERT_TRUE(conns[5]->send(get("/third")));
+  auto third = conns[5]->read_response();
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->body, "path /third");
+}
+
+// The idle timeout counts from the start of the idle wait, parked or not.
+TEST_P(IdlePark, IdleTimeoutClosesAParkedConnectionOnTime) {
+  ServerOptions options;
+  options.idle_timeout = 2s;
+  TestServer server(echo_path(), options, GetParam());
+  RawConn c(server.port());
+  ASSERT_TRUE(c.send(get("/")));
+  ASSERT_TRUE(c.read_response());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer(4000));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 1.9);
+  EXPECT_LT(waited, 2.6);
+  EXPECT_TRUE(c.pending().empty()) << c.pending();
+  for (int i = 0; i < 100 && server.server()->connection_count() > 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server.server()->connection_count(), 0u);
+}
+
+// A client that closes its parked connection: the server notices (the close starts the
+// connection's goroutine, which reads the end of stream) and forgets it.
+TEST_P(IdlePark, ClientClosingAParkedConnectionEndsIt) {
+  constexpr int kConns = 20;
+  TestServer server(echo_path(), ServerOptions{}, GetParam());
+  {
+    std::vector<std::unique_ptr<RawConn>> conns;
+    for (int i = 0; i < kConns; ++i) {
+      conns.push_back(std::make_unique<RawConn>(server.port()));
+      ASSERT_TRUE(conns.back()->send(get("/")));
+      ASSERT_TRUE(conns.back()->read_response());
+    }
+    std::this_thread::sleep_for(kParked);
+    EXPECT_EQ(server.server()->connection_count(), static_cast<std::size_t>(kConns));
+  }  // closed here
+  for (int i = 0; i < 200 && server.server()->connection_count() > 0; ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(server.server()->connection_count(), 0u);
+}
+
+// Shutdown closes parked connections at once, as it does idle ones, and returns.
+TEST_P(IdlePark, ShutdownClosesParkedConnectionsAtOnce) {
+  constexpr int kConns = 20;
+  TestServer server(echo_path(), ServerOptions{}, GetParam());
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < kConns; ++i) {
+    conns.push_back(std::make_unique<RawConn>(server.port()));
+    ASSERT_TRUE(conns.back()->send(get("/")));
+    ASSERT_TRUE(conns.back()->read_response());
+  }
+  std::this_thread::sleep_for(kParked);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(server.stop(5000ms)) << "shutdown waited out its deadline";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms);
+  for (auto& c : conns) {
+    EXPECT_TRUE(c->closed_by_peer(1000));
+    EXPECT_TRUE(c->pending().empty()) << c->pending();
+  }
+}
+
+// Over TLS the connection cannot park (the TLS stream may hold decrypted bytes the
+// netpoller knows nothing of): it waits on its goroutine, and is served the same.
+TEST(IdleParkTls, IdleTlsConnectionIsServedAfterTheIdleRelease) {
+  net::testing::TestPki pki;
+  with_server(
+      echo_path(), ServerOptions{},
+      [&](const std::string& base) {
+        auto ctx = net::TlsContext::client({.server_name = "localhost", .ca_file = pki.ca_file()});
+        ASSERT_TRUE(ctx) << ctx.error().message();
+        Result<net::TlsConn> c =
+            net::tls_dial("tcp", "127.0.0.1:" + base.substr(base.rfind(':') + 1), *ctx, 5s);
+        ASSERT_TRUE(c) << c.error().message();
+        ASSERT_FALSE(c->set_deadline(net::deadline_after(10s)));
+        auto ask = [&](std::string_view path) {
+          std::string req = get(path);
+          EXPECT_TRUE(c->write(req.data(), req.size()));
+          std::string got;
+          char buf[4096];
+          while (got.find("path ") == std::string::npos || got.back() != *path.rbegin()) {
+            Result<std::size_t> n = c->read(buf, sizeof buf);
+            if (!n || *n == 0) break;
+            got.append(buf, *n);
+          }
+          return got;
+        };
+        EXPECT_NE(ask("/one").find("path /one"), std::string::npos);
+        goro::sleep(kParked);
+        EXPECT_NE(ask("/two").find("path /two"), std::string::npos);
+        c->close();
+      },
+      2, pki.leaf("server", {"localhost"}));
+}
+
+}  // namespace
+}  // namespace goro::http::test
