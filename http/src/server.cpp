@@ -100,13 +100,13 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
     impl_->shutting_down = true;
     impl_->closing.store(true, std::memory_order_release);
     for (net::Listener* l : impl_->listeners) l->close();
-    for (detail::ServerConn* c : impl_->conns) {
+    impl_->conns.for_each([](detail::ServerConn* c) {
       if (c->idle()) {
         c->close_stream();
       } else {
         c->begin_shutdown();
       }
-    }
+    });
     if (impl_->conns.empty()) return {};
     impl_->drained = drained;
   }
@@ -120,7 +120,7 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
   impl_->cancel_base();
   std::lock_guard lock(impl_->mu);
   if (impl_->conns.empty()) return {};
-  for (detail::ServerConn* c : impl_->conns) c->close_stream();
+  impl_->conns.for_each([](detail::ServerConn* c) { c->close_stream(); });
   return errc::shutdown_timeout;
 }
 

@@ -14,6 +14,7 @@
 #include <goro/http/server.hpp>
 #include <goro/net/conn.hpp>
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/mutex.hpp>
 
 #include "message_parser.hpp"
@@ -23,7 +24,26 @@ namespace goro::http {
 namespace detail {
 class ServerConn;
 class H2Conn;
-}
+
+// A server's connections, linked through the ServerConns themselves: a node per
+// connection in a set would sit in malloc's heap among short-lived allocations and keep
+// their pages from going back (goro/scheduler/detail/object_pool.hpp). Under
+// Server::Impl::mu.
+class ConnList {
+ public:
+  void insert(ServerConn* c) noexcept;
+  void erase(ServerConn* c) noexcept;
+  bool empty() const noexcept { return count_ == 0; }
+  std::size_t size() const noexcept { return count_; }
+  // fn(c) for each connection; fn may not erase any.
+  template <class F>
+  void for_each(F&& fn) const;
+
+ private:
+  ServerConn* head_ = nullptr;
+  std::size_t count_ = 0;
+};
+}  // namespace detail
 
 struct Server::Impl {
   ServerOptions options;
@@ -36,7 +56,7 @@ struct Server::Impl {
   CancelFunc cancel_shutdown_started;
 
   goro::Mutex mu;  // guards the fields below, and ServerConn::idle_
-  std::unordered_set<detail::ServerConn*> conns;
+  detail::ConnList conns;
   std::unordered_set<net::Listener*> listeners;
   bool shutting_down = false;
   std::atomic<bool> closing{false};        // shutting_down, readable without mu
@@ -69,7 +89,7 @@ struct alignas(64) StatsShard {
 };
 StatsShard& stats_shard();
 
-class ServerConn final : public BodySource, public ResponseSink {
+class ServerConn final : public BodySource, public ResponseSink, public goro::detail::Pooled {
  public:
   ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
       : server_(std::move(server)), stream_(std::move(stream)), x_(new_exchange()) {
@@ -189,7 +209,32 @@ class ServerConn final : public BodySource, public ResponseSink {
   bool hung_up_ = false;       // the hook has run: the client is gone
   bool request_ctx_made_ = false;  // the connection goroutine's own
   bool hangup_hook_set_ = false;
+
+  // Server::Impl::conns (mu).
+  friend class ConnList;
+  ServerConn* prev_ = nullptr;
+  ServerConn* next_ = nullptr;
 };
+
+inline void ConnList::insert(ServerConn* c) noexcept {
+  c->prev_ = nullptr;
+  c->next_ = head_;
+  if (head_ != nullptr) head_->prev_ = c;
+  head_ = c;
+  ++count_;
+}
+
+inline void ConnList::erase(ServerConn* c) noexcept {
+  (c->prev_ != nullptr ? c->prev_->next_ : head_) = c->next_;
+  if (c->next_ != nullptr) c->next_->prev_ = c->prev_;
+  c->prev_ = c->next_ = nullptr;
+  --count_;
+}
+
+template <class F>
+void ConnList::for_each(F&& fn) const {
+  for (ServerConn* c = head_; c != nullptr; c = c->next_) fn(c);
+}
 
 }  // namespace detail
 }  // namespace goro::http

@@ -88,6 +88,9 @@ void Conn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
   if (fd_) fd_->clear_interrupt(mode, waiter);
 }
 
+void* Conn::operator new(std::size_t size) { return goro::detail::pool_alloc(size); }
+void Conn::operator delete(void* p, std::size_t size) noexcept { goro::detail::pool_free(p, size); }
+
 bool Conn::on_hangup(void (*fn)(void*), void* arg) { return fd_ && fd_->on_hangup(fn, arg); }
 
 bool Conn::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,

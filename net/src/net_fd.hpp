@@ -24,6 +24,7 @@
 #include <goro/net/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/scheduler/detail/netpoll.hpp>
+#include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/detail/waitq.hpp>
 
 #include "fd_mutex.hpp"
@@ -33,7 +34,7 @@ namespace goro::net::detail {
 // The direction an operation or a deadline concerns (the netpoller's).
 using IoMode = goro::detail::IoMode;
 
-class NetFd {
+class NetFd : public goro::detail::Pooled {
  public:
   // Takes ownership of fd, a non-blocking socket of kind and family. Call init() next.
   NetFd(int fd, int family, Network kind) noexcept : fd_(fd), family_(family), kind_(kind) {}

@@ -56,6 +56,7 @@
 // Go's taggedPointer and fdseq do).
 
 #include <goro/scheduler/detail/netpoll.hpp>
+#include <goro/scheduler/detail/object_pool.hpp>
 
 #include "goroutine.hpp"
 #include "netpoll.hpp"
@@ -97,7 +98,7 @@ constexpr std::uintptr_t kStart = 3;
 G* const kStartTaken = reinterpret_cast<G*>(kStart);
 }  // namespace
 
-class PollDesc {
+class PollDesc : public Pooled {
  public:
   struct DeadlineTimer {
     Timer timer;

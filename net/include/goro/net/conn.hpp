@@ -36,6 +36,9 @@ class Conn final : public Stream {
   Conn(Conn&&) noexcept;
   Conn& operator=(Conn&&) noexcept;
   ~Conn() override;
+  // From the runtime's pool for connection objects (goro/scheduler/detail/object_pool.hpp).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
 
   using Stream::read;  // the overloads taking a Context
   using Stream::write;
