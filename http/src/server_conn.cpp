@@ -27,6 +27,7 @@
 #include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
 #include <goro/net/errors.hpp>
+#include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -132,6 +133,7 @@ std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   if (n || !release || !net::is_timeout(n.error())) return n;
   x_->parser.release_buffer();  // its page back to the kernel, not to the pool's cache
   x_.reset();
+  goro::detail::return_freed_memory_soon();
   // The full idle_timeout, counted from the start of the wait.
   set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - kIdleRelease) : net::no_deadline);
   if (may_park_ && stream_->start_on_readable(&ServerConn::resume, this,

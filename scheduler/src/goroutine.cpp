@@ -67,12 +67,6 @@ void g_main(void* arg) {
 
 namespace {
 
-// How many dead Gs the global free list keeps with their stacks; the rest are freed.
-// A dead G holds at least its stack's top page (the G lives there) and every page its
-// goroutine touched, so a burst of exits (10,000 keep-alive connections going idle
-// without a goroutine) must not leave that memory cached.
-constexpr std::size_t kGlobalFreeGs = 256;
-
 // Forgets g and gives its stack back (unmapped, or its arena slot's pages released).
 void release_g(G* g) {
   allg_lock.lock();
@@ -97,21 +91,25 @@ void gfput(P* pp, G* g) {
   }
   pp->gfree[pp->gfree_count++] = g;
   if (pp->gfree_count == 64) {
-    G* spill[32];
-    int spilled = 0;
     sched.gfree_lock.lock();
-    while (pp->gfree_count > 32) {
-      G* out = pp->gfree[--pp->gfree_count];
-      if (sched.gfree.size() < kGlobalFreeGs) {
-        sched.gfree.push(out);
-      } else {
-        spill[spilled++] = out;
-      }
-    }
+    while (pp->gfree_count > 32) sched.gfree.push(pp->gfree[--pp->gfree_count]);
     sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
     sched.gfree_lock.unlock();
-    for (int i = 0; i < spilled; ++i) release_g(spill[i]);
   }
+}
+
+std::size_t release_free_gs(std::size_t keep, std::size_t most) {
+  RuntimeScope scope;
+  G* batch[64];
+  std::size_t n = 0;
+  most = std::min(most, std::size(batch));
+  sched.gfree_lock.lock();
+  // The longest unused first: the head of the list.
+  while (n < most && sched.gfree.size() > keep) batch[n++] = sched.gfree.pop();
+  sched.gfree_count.store(static_cast<int>(sched.gfree.size()), std::memory_order_relaxed);
+  sched.gfree_lock.unlock();
+  for (std::size_t i = 0; i < n; ++i) release_g(batch[i]);
+  return n;
 }
 
 namespace {

@@ -10,9 +10,16 @@
 namespace goro::detail {
 
 // Frees g, whose function returned: caches it (with its stack) on pp or the global
-// list for reuse, or, past what those keep, and for a stack of a non-default size,
-// releases the stack. pp's owner only.
+// list for reuse, or releases a stack of a non-default size. pp's owner only.
 void gfput(P* pp, G* g);
+
+// Releases the stacks of up to `most` (at most 64) dead Gs of the global free list,
+// the longest unused first, leaving `keep` there; returns how many. The free lists keep
+// a dead G's stack, with every page its goroutine touched, for reuse, which a burst of
+// spawns wants (skynet's million goroutines run 4x slower without it) and a burst of
+// exits that no spawns follow does not (10,000 keep-alive connections going idle would
+// leave 10,000 touched stacks cached). See return_freed_memory_soon (object_pool.hpp).
+std::size_t release_free_gs(std::size_t keep, std::size_t most);
 
 // A new goroutine that is to run fn(arg), made as goro::go makes one (stack_size and
 // name as in GoOptions) but left waiting instead of queued: its waker readies it. For
