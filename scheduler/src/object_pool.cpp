@@ -11,17 +11,22 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <new>
 
 namespace goro::detail {
 namespace {
 
+std::atomic<bool> trim_pending{false};
+// Dead goroutines whose stacks return_freed_memory_soon leaves cached.
+constexpr std::size_t kKeptFreeGs = 64;
+
+#if !defined(GORO_ASAN)
 constexpr std::size_t kGranule = 16;
 constexpr std::size_t kClasses = kMaxPooled / kGranule;
 constexpr std::size_t kChunkBytes = 64 * 1024;
@@ -39,10 +44,6 @@ struct SizeClass {
 
 SizeClass classes[kClasses];
 
-std::atomic<bool> trim_pending{false};
-// Dead goroutines whose stacks return_freed_memory_soon leaves cached.
-constexpr std::size_t kKeptFreeGs = 64;
-
 std::size_t class_of(std::size_t size) { return (size + kGranule - 1) / kGranule - 1; }
 
 [[noreturn]] void out_of_memory() {
@@ -50,13 +51,17 @@ std::size_t class_of(std::size_t size) { return (size + kGranule - 1) / kGranule
                std::strerror(errno));
   std::abort();
 }
+#endif
 
 }  // namespace
 
 #if defined(GORO_ASAN)
 
 void* pool_alloc(std::size_t size) { return ::operator new(size); }
-void pool_free(void* p, std::size_t size) noexcept { ::operator delete(p, size); }
+void pool_free(void* p, std::size_t size) noexcept {
+  (void)size;
+  ::operator delete(p);
+}
 
 #else
 
