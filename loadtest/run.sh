@@ -601,8 +601,9 @@ for entry in "${steps[@]}"; do
       sleep 0.1
     done
     # Measured after 3 s without traffic, as the connections of a keep-alive pool sit
-    # between requests: goro gives an idle connection's buffers and stack pages back
-    # after 1 s idle (docs/design.md), the other servers keep what they hold.
+    # between requests: a goro connection idle for 1 s parks without its goroutine and
+    # buffers, and the memory they held goes back a second later (docs/design.md); the
+    # other servers keep what they hold.
     sleep 3
     rss_after=$(rss_kib "$server_pid")
     kill -TERM "$idle_pid" 2>/dev/null || true
