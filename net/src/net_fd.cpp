@@ -240,9 +240,9 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
     msg.msg_iov = const_cast<struct iovec*>(iov);
     msg.msg_iovlen = static_cast<std::size_t>(count);
     for (;;) {
-      ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      ssize_t w = sys::sendmsg(fd_, &msg, MSG_NOSIGNAL);
       if (w >= 0) return static_cast<std::size_t>(w);
-      int e = errno;
+      int e = static_cast<int>(-w);
       if (e == EINTR) continue;
       if (e != EAGAIN) return errno_code(e);
       if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
@@ -272,9 +272,9 @@ Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {
     struct msghdr msg = {};
     msg.msg_iov = window.data();
     msg.msg_iovlen = static_cast<std::size_t>(n);
-    ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    ssize_t w = sys::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (w < 0) {
-      int e = errno;
+      int e = static_cast<int>(-w);
       if (e == EINTR) continue;
       if (e != EAGAIN) return errno_code(e);
       if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
