@@ -98,7 +98,7 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
   {
     std::lock_guard lock(impl_->mu);
     impl_->shutting_down = true;
-    impl_->closing.store(true, std::memory_order_release);
+    impl_->closing.store(true, std::memory_order_seq_cst);
     for (net::Listener* l : impl_->listeners) l->close();
     impl_->conns.for_each([](detail::ServerConn* c) {
       if (c->idle()) {

@@ -5,9 +5,11 @@
 //           keep-alive connection); shutdown closes such a connection at once;
 //   active  reading a head, running the handler, writing and draining; shutdown lets it
 //           finish, the response says "Connection: close", and then it ends.
-// The state changes under Server::Impl::mu, and a connection that turns idle while a
-// shutdown is under way ends instead, so no connection is left waiting after shutdown
-// has looked at it.
+// The state is a flag the connection stores before it reads Server::Impl::closing, and
+// shutdown stores closing before it reads the flags (all seq_cst, so at least one side
+// sees the other): a connection that turns idle while a shutdown is under way ends
+// instead, so no connection is left waiting after shutdown has looked at it. No lock:
+// this happens twice a request.
 //
 // Pipelining: when a response is complete and bytes of a next request were already read
 // with it, the response is copied to x_->out instead of written, and the next request is
@@ -68,9 +70,8 @@ StatsShard& stats_shard() {
 }
 
 bool ServerConn::set_idle(bool idle) {
-  std::lock_guard lock(server_->mu);
-  idle_ = idle;
-  return !server_->shutting_down;
+  idle_.store(idle, std::memory_order_seq_cst);
+  return !server_->closing.load(std::memory_order_seq_cst);
 }
 
 std::unique_ptr<ServerConn::Exchange> ServerConn::new_exchange() const {

@@ -55,11 +55,12 @@ struct Server::Impl {
   Context shutdown_started;
   CancelFunc cancel_shutdown_started;
 
-  goro::Mutex mu;  // guards the fields below, and ServerConn::idle_
+  goro::Mutex mu;  // guards the fields below, and ServerConn::h2_
   detail::ConnList conns;
   std::unordered_set<net::Listener*> listeners;
   bool shutting_down = false;
-  std::atomic<bool> closing{false};        // shutting_down, readable without mu
+  // shutting_down, readable without mu; seq_cst against ServerConn::idle_ (set_idle).
+  std::atomic<bool> closing{false};
   std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
 
   void log_error(std::string_view message) const {
@@ -124,7 +125,7 @@ class ServerConn final : public BodySource, public ResponseSink, public goro::de
   void allow_parking() noexcept { may_park_ = true; }
 
   // Called by shutdown, under server mu.
-  bool idle() const noexcept { return idle_; }
+  bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }
   void close_stream() { stream_->close(); }
   // Shutdown found the connection busy: an HTTP/2 one says GOAWAY (server_conn_h2.cpp).
   void begin_shutdown();
@@ -181,7 +182,7 @@ class ServerConn final : public BodySource, public ResponseSink, public goro::de
   std::string remote_;
   std::unique_ptr<Exchange> x_;  // null only while parked
 
-  bool idle_ = true;  // guarded by server_->mu
+  std::atomic<bool> idle_{true};  // see set_idle
   // The HTTP/2 connection being served, if any; guarded by server_->mu.
   H2Conn* h2_ = nullptr;
   bool keep_going_ = true;

@@ -55,7 +55,7 @@ void ServerConn::serve_http2() {
   {
     std::lock_guard lock(server_->mu);
     h2_ = &conn;
-    idle_ = false;
+    idle_.store(false, std::memory_order_seq_cst);
     shutting_down = server_->shutting_down;
   }
   if (shutting_down) conn.begin_shutdown();
