@@ -45,9 +45,11 @@
 //            that, outside any lock.
 // A notifier that replaces kWait makes the waiter's commit fail, so the G never parks.
 // A slot in kStart counts as a waiter: an idle M blocks in epoll for it.
-// Deadlines are Timers. A firing deadline timer checks, under the lock, that the
-// deadline now in force has really passed, so a timer armed for an older deadline
-// that fires late does nothing.
+// Deadlines are Timers. Moving a deadline later while its timer is pending for an
+// earlier time leaves the timer alone (a server moves a connection's read deadline at
+// every request): when it fires, it finds the deadline in force still ahead and arms
+// itself again for that. A firing timer reads the deadline under the lock, so one armed
+// for an older deadline that fires late does nothing but re-arm.
 //
 // PollDescs are recycled. An event that epoll_wait returned for a descriptor closed
 // (and its PollDesc reused) before the event was looked at must not reach the new
@@ -104,6 +106,9 @@ class PollDesc : public Pooled {
     Timer timer;
     PollDesc* pd = nullptr;
     IoMode mode = IoMode::read;
+    // (lock) When the timer was last added for, until a fire finds nothing more to wait
+    // for or the deadline is cleared: 0 when no fire is to come.
+    std::int64_t armed = 0;
   };
 
   int fd = -1;
@@ -198,10 +203,22 @@ void deadline_fire(Timer* t) {
   PollDesc* pd = dt->pd;
   pd->lock.lock();
   const std::int64_t deadline = dt->mode == IoMode::read ? pd->rd : pd->wd;
-  if (deadline == 0 || deadline > nanotime()) {  // changed since this timer was armed
+  if (deadline == 0) {  // cleared since this timer was armed
     pd->lock.unlock();
     return;
   }
+  if (deadline > nanotime()) {
+    // Moved later since this timer was armed: arm it for the deadline in force. Stopped
+    // first, in case poll_set_deadline added it again while this fire was pending.
+    timer_stop_nowait(&dt->timer);
+    dt->armed = deadline;
+    dt->timer.when = deadline;
+    const std::int64_t wake = timer_add(&dt->timer);
+    pd->lock.unlock();
+    timer_wake(wake);
+    return;
+  }
+  dt->armed = 0;
   G* g = nullptr;
   if (dt->mode == IoMode::read) {
     pd->rd_expired.store(true, std::memory_order_release);
@@ -398,6 +415,7 @@ PollDesc* poll_open(int fd) {
   pd->r_interrupted.store(nullptr);
   pd->w_interrupted.store(nullptr);
   pd->rd = pd->wd = 0;
+  pd->rt.armed = pd->wt.armed = 0;
   pd->hangup_fn = nullptr;
   pd->hangup_arg = nullptr;
   pd->rt.pd = pd->wt.pd = pd;
@@ -437,6 +455,7 @@ void poll_forget(PollDesc* pd) {
   pd->seq.store(static_cast<std::uint16_t>(pd->seq.load(std::memory_order_relaxed) + 1),
                 std::memory_order_release);
   pd->rd = pd->wd = 0;
+  pd->rt.armed = pd->wt.armed = 0;
   pd->lock.unlock();
   timer_stop(&pd->rt.timer);
   timer_stop(&pd->wt.timer);
@@ -588,14 +607,18 @@ void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode) {
   auto apply = [&](IoMode which, std::int64_t& field, PollDesc::DeadlineTimer& dt,
                    std::atomic<bool>& expired, G*& out, std::int64_t& wake_at) {
     field = deadline;
-    timer_stop_nowait(&dt.timer);
     expired.store(false, std::memory_order_release);
+    // Later than the pending timer: it re-arms itself for this when it fires.
+    if (deadline > now && dt.armed != 0 && dt.armed <= deadline) return;
+    timer_stop_nowait(&dt.timer);
+    dt.armed = 0;
     if (deadline == 0) return;
     if (deadline <= now) {
       expired.store(true, std::memory_order_release);
       out = unblock(pd, which, false);
       return;
     }
+    dt.armed = deadline;
     dt.timer.when = deadline;
     dt.timer.fire = deadline_fire;
     wake_at = timer_add(&dt.timer);

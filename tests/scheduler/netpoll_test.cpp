@@ -324,6 +324,50 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
   });
 }
 
+// A deadline moved later again and again, as a server moves a connection's read
+// deadline at every request, while the reader stays parked: the timer armed for the
+// first deadline must neither wake it early nor be lost, and a move back to an earlier
+// time after all the extensions must still be kept.
+TEST_P(Netpoll, DeadlineExtendedManyTimesTimesOutAtTheLast) {
+  run([] {
+    for (bool shorten_at_end : {false, true}) {
+      Pipe p;
+      ASSERT_TRUE(p.open());
+      const std::int64_t t0 = nanotime();
+      goro::detail::poll_set_deadline(p.pd, t0 + 20 * kMs, goro::detail::IoMode::read);
+      std::atomic<std::int64_t> woke{0};
+      PollStatus s = PollStatus::ready;
+      goro::WaitGroup wg;
+      wg.add(1);
+      goro::go([&] {
+        s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
+        woke.store(nanotime());
+        wg.done();
+      });
+      // Every 2 ms for 100 ms, the deadline becomes 20 ms from now: always ahead.
+      std::int64_t last = 0;
+      while (nanotime() - t0 < 100 * kMs) {
+        last = nanotime();
+        goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
+        goro::sleep(2ms);
+      }
+      EXPECT_EQ(woke.load(), 0) << "timed out although the deadline kept moving ahead";
+      if (shorten_at_end) {
+        last = nanotime() - 15 * kMs;  // 5 ms from now
+        goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
+      }
+      wg.wait();
+      const double late = static_cast<double>(woke.load() - (last + 20 * kMs)) / 1e6;
+      std::printf("[figure] deadline extended 50 times%s (%d P): woke %.2f ms after the last\n",
+                  shorten_at_end ? ", then shortened" : "", goro::maxprocs(), late);
+      EXPECT_EQ(s, PollStatus::timeout) << status_name(s);
+      EXPECT_GE(late, 0.0);
+      EXPECT_LT(late, 15.0);
+      p.close();
+    }
+  });
+}
+
 TEST_P(Netpoll, EvictWakesParkedReaderWithClosed) {
   run([] {
     Pipe p;
