@@ -67,11 +67,8 @@ void preempt_handler(int, siginfo_t*, void*) {
     int none = 0;
     if (m->preempt_detached.compare_exchange_strong(none, kDetachPending,
                                                     std::memory_order_acq_rel)) {
-      leave_p_in_syscall(m, pp);
       hog_priority_lower(m);
-      pp->detached_by_signal.store(true, std::memory_order_release);
-      go_outside(m);
-      m->preempt_detached.store(kDetached, std::memory_order_release);
+      finish_detach(m, pp);
     }
   }
   errno = saved;

@@ -21,6 +21,17 @@ inline void leave_p_in_syscall(M* m, P* pp) {
 // preemption handler): from here run_main may return without it. Async-signal safe.
 inline void go_outside(M* m) { m->where.store(MWhere::outside, std::memory_order_seq_cst); }
 
+// Completes a detach that the caller claimed (m->preempt_detached is kDetachPending):
+// pp goes to syscall state, marked for sysmon to hand off, the thread goes on outside
+// the runtime, and the claim becomes kDetached. Shared by the preemption signal handler
+// (async-signal safe) and sysmon's detach of a thread asleep in the kernel.
+inline void finish_detach(M* m, P* pp) {
+  leave_p_in_syscall(m, pp);
+  pp->detached_by_signal.store(true, std::memory_order_release);
+  go_outside(m);
+  m->preempt_detached.store(kDetached, std::memory_order_release);
+}
+
 // The first step of a thread coming back from user code without a P (exit_syscall, a
 // detached hog's safe point): marks it inside. If goro::run already returned without
 // it, nothing the thread would touch is its own any more: it sleeps until the process

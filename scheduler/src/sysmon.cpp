@@ -110,10 +110,7 @@ bool detach_blocked(P* pp) {
     m->preempt_detached.store(0, std::memory_order_release);
     return false;
   }
-  leave_p_in_syscall(m, pp);
-  go_outside(m);
-  pp->detached_by_signal.store(true, std::memory_order_release);
-  m->preempt_detached.store(kDetached, std::memory_order_release);
+  finish_detach(m, pp);
   return take_detached(pp);
 #endif
 }
