@@ -37,6 +37,17 @@ Handler echo_path() {
   return [](Request& req, ResponseWriter& w) { w.text("path " + std::string(req.path())); };
 }
 
+// n connections that have each had one request answered (fewer if one failed).
+std::vector<std::unique_ptr<RawConn>> served_once(const TestServer& server, int n) {
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < n; ++i) {
+    auto c = std::make_unique<RawConn>(server.port());
+    if (!c->send(get("/")) || !c->read_response()) break;
+    conns.push_back(std::move(c));
+  }
+  return conns;
+}
+
 class IdlePark : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Ps, IdlePark, ::testing::Values(1, 2, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "Ps"; });
@@ -117,12 +128,8 @@ TEST_P(IdlePark, ClientClosingAParkedConnectionEndsIt) {
   constexpr int kConns = 20;
   TestServer server(echo_path(), ServerOptions{}, GetParam());
   {
-    std::vector<std::unique_ptr<RawConn>> conns;
-    for (int i = 0; i < kConns; ++i) {
-      conns.push_back(std::make_unique<RawConn>(server.port()));
-      ASSERT_TRUE(conns.back()->send(get("/")));
-      ASSERT_TRUE(conns.back()->read_response());
-    }
+    std::vector<std::unique_ptr<RawConn>> conns = served_once(server, kConns);
+    ASSERT_EQ(conns.size(), static_cast<std::size_t>(kConns));
     std::this_thread::sleep_for(kParked);
     EXPECT_EQ(server.server()->connection_count(), static_cast<std::size_t>(kConns));
   }  // closed here
@@ -135,12 +142,8 @@ TEST_P(IdlePark, ClientClosingAParkedConnectionEndsIt) {
 TEST_P(IdlePark, ShutdownClosesParkedConnectionsAtOnce) {
   constexpr int kConns = 20;
   TestServer server(echo_path(), ServerOptions{}, GetParam());
-  std::vector<std::unique_ptr<RawConn>> conns;
-  for (int i = 0; i < kConns; ++i) {
-    conns.push_back(std::make_unique<RawConn>(server.port()));
-    ASSERT_TRUE(conns.back()->send(get("/")));
-    ASSERT_TRUE(conns.back()->read_response());
-  }
+  std::vector<std::unique_ptr<RawConn>> conns = served_once(server, kConns);
+  ASSERT_EQ(conns.size(), static_cast<std::size_t>(kConns));
   std::this_thread::sleep_for(kParked);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(server.stop(5000ms)) << "shutdown waited out its deadline";

@@ -9,17 +9,14 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "netpoll_test_util.hpp"
 #include "sync_test_util.hpp"
 #include "watchdog_util.hpp"
 
@@ -28,45 +25,17 @@ namespace {
 using namespace std::chrono_literals;
 using goro::detail::IoMode;
 using goro::detail::nanotime;
-using goro::detail::PollDesc;
 using goro::detail::PollStatus;
+using goro_test::kMs;
+using goro_test::Pipe;
+using goro_test::wait_until;
 using goro_test::WithProcs;
 
-constexpr std::int64_t kMs = 1'000'000;
-
-struct Pipe {
-  int rd = -1, wr = -1;
-  PollDesc* pd = nullptr;
-
-  bool open() {
-    int fds[2];
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
-    rd = fds[0];
-    wr = fds[1];
-    pd = goro::detail::poll_open(rd);
-    return pd != nullptr;
-  }
-  void write_byte(char c = 'x') const { EXPECT_EQ(::write(wr, &c, 1), 1); }
-  int read_byte() const {
-    char c;
-    return ::read(rd, &c, 1) == 1 ? c : -1;
-  }
-  void close() {
-    if (pd) {
-      goro::detail::poll_evict(pd);
-      goro::detail::poll_close(pd);
-      pd = nullptr;
-    }
-    if (rd >= 0) ::close(rd);
-    if (wr >= 0) ::close(wr);
-    rd = wr = -1;
-  }
-};
-
-// What a started goroutine saw: when it ran, on which goroutine, what a wait on the
-// descriptor then said, and what it read.
+// A pipe, and what the goroutine its read end starts saw: when it ran, on which
+// goroutine, what a wait on the descriptor then said, and what it read.
 struct Started {
-  Pipe* pipe = nullptr;
+  Pipe pipe_;
+  Pipe* pipe = &pipe_;
   std::atomic<int> runs{0};
   std::atomic<std::int64_t> at{0};
   std::atomic<bool> on_goroutine{false};
@@ -85,27 +54,21 @@ struct Started {
     s->at.store(nanotime());
     s->runs.fetch_add(1);
   }
+  Started() = default;
+  Started(const Started&) = delete;
+  Started& operator=(const Started&) = delete;
+  bool open() { return pipe->open(); }
   void arm() { goro::detail::poll_start_on_read(pipe->pd, &Started::start, this, 0, "start test"); }
 };
-
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const std::int64_t end = nanotime() + std::chrono::nanoseconds(timeout).count();
-  while (!pred()) {
-    if (nanotime() > end) return false;
-    goro::sleep(1ms);
-  }
-  return true;
-}
 
 class NetpollStart : public WithProcs {};
 GORO_INSTANTIATE_PROCS(NetpollStart);
 
 TEST_P(NetpollStart, ReadinessStartsOneGoroutine) {
   run([] {
-    Pipe p;
-    ASSERT_TRUE(p.open());
     Started s;
-    s.pipe = &p;
+    ASSERT_TRUE(s.open());
+    Pipe& p = *s.pipe;
     const int before = goro::num_goroutine();
     s.arm();
     goro::sleep(30ms);
@@ -127,10 +90,9 @@ TEST_P(NetpollStart, ReadinessStartsOneGoroutine) {
 
 TEST_P(NetpollStart, EdgeBeforeTheArmIsNotLost) {
   run([] {
-    Pipe p;
-    ASSERT_TRUE(p.open());
     Started s;
-    s.pipe = &p;
+    ASSERT_TRUE(s.open());
+    Pipe& p = *s.pipe;
     // A first wait takes the first byte's edge; the second byte's edge then arrives
     // with nobody waiting, kept in the descriptor's slot or still in epoll.
     p.write_byte('a');
@@ -148,10 +110,9 @@ TEST_P(NetpollStart, EdgeBeforeTheArmIsNotLost) {
 
 TEST_P(NetpollStart, DeadlineStartsItOnTime) {
   run([] {
-    Pipe p;
-    ASSERT_TRUE(p.open());
     Started s;
-    s.pipe = &p;
+    ASSERT_TRUE(s.open());
+    Pipe& p = *s.pipe;
     s.wait_after = true;
     const std::int64_t t0 = nanotime();
     goro::detail::poll_set_deadline(p.pd, t0 + 40 * kMs, IoMode::read);
@@ -166,12 +127,11 @@ TEST_P(NetpollStart, DeadlineStartsItOnTime) {
 
 TEST_P(NetpollStart, PastDeadlineOrEvictedStartsAtOnce) {
   run([] {
-    Pipe a, b;
-    ASSERT_TRUE(a.open());
-    ASSERT_TRUE(b.open());
     Started sa, sb;
-    sa.pipe = &a;
-    sb.pipe = &b;
+    ASSERT_TRUE(sa.open());
+    ASSERT_TRUE(sb.open());
+    Pipe& a = *sa.pipe;
+    Pipe& b = *sb.pipe;
     sa.wait_after = sb.wait_after = true;
     goro::detail::poll_set_deadline(a.pd, nanotime() - 1, IoMode::read);
     sa.arm();
@@ -187,10 +147,9 @@ TEST_P(NetpollStart, PastDeadlineOrEvictedStartsAtOnce) {
 
 TEST_P(NetpollStart, EvictOfAnArmedDescriptorStartsIt) {
   run([] {
-    Pipe p;
-    ASSERT_TRUE(p.open());
     Started s;
-    s.pipe = &p;
+    ASSERT_TRUE(s.open());
+    Pipe& p = *s.pipe;
     s.wait_after = true;
     s.arm();
     goro::sleep(10ms);
@@ -240,27 +199,16 @@ TEST_P(NetpollStart, ArmedDescriptorAloneKeepsTheRuntimePolling) {
 
 TEST_P(NetpollStart, ThousandArmedHoldNoGoroutineAndAllStart) {
   static constexpr int kPipes = 1000;
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 2 * kPipes + 64) {
-    rlim_t want = 2 * kPipes + 64;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-      GTEST_SKIP() << "needs " << want << " descriptors; the hard limit is " << rl.rlim_max;
-    rl.rlim_cur = want;
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
-  }
+  if (std::string why = goro_test::raise_descriptor_limit(2 * kPipes + 64); !why.empty())
+    GTEST_SKIP() << why;
   run([] {
-    std::vector<Pipe> pipes(kPipes);
     std::vector<Started> started(kPipes);
-    for (int i = 0; i < kPipes; ++i) {
-      ASSERT_TRUE(pipes[i].open());
-      started[i].pipe = &pipes[i];
-    }
+    for (Started& s : started) ASSERT_TRUE(s.open());
     const int before = goro::num_goroutine();
     for (Started& s : started) s.arm();
     goro::sleep(20ms);
     EXPECT_EQ(goro::num_goroutine(), before);
-    for (int i = 0; i < kPipes; ++i) pipes[i].write_byte(static_cast<char>('a' + i % 26));
+    for (int i = 0; i < kPipes; ++i) started[i].pipe->write_byte(static_cast<char>('a' + i % 26));
     auto all = [&] {
       for (const Started& s : started)
         if (s.runs.load() != 1) return false;
@@ -271,7 +219,7 @@ TEST_P(NetpollStart, ThousandArmedHoldNoGoroutineAndAllStart) {
     for (int i = 0; i < kPipes; ++i)
       good += started[i].byte.load() == static_cast<char>('a' + i % 26) ? 1 : 0;
     EXPECT_EQ(good, kPipes);
-    for (Pipe& p : pipes) p.close();
+    for (Started& s : started) s.pipe->close();
   });
 }
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "netpoll_test_util.hpp"
 #include "sync_test_util.hpp"
 #include "watchdog_util.hpp"
 
@@ -33,58 +34,10 @@ using goro::detail::PollDesc;
 using goro::detail::PollStatus;
 using goro_test::WithProcs;
 
-constexpr std::int64_t kMs = 1'000'000;
-
-const char* status_name(PollStatus s) {
-  switch (s) {
-    case PollStatus::ready: return "ready";
-    case PollStatus::timeout: return "timeout";
-    case PollStatus::closed: return "closed";
-    case PollStatus::interrupted: return "interrupted";
-  }
-  return "?";
-}
-
-// A non-blocking pipe whose read end is registered with the netpoller.
-struct Pipe {
-  int rd = -1, wr = -1;
-  PollDesc* pd = nullptr;
-
-  bool open() {
-    int fds[2];
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
-    rd = fds[0];
-    wr = fds[1];
-    pd = goro::detail::poll_open(rd);
-    return pd != nullptr;
-  }
-  void write_byte(char c = 'x') const { EXPECT_EQ(::write(wr, &c, 1), 1); }
-  int read_byte() const {
-    char c;
-    return ::read(rd, &c, 1) == 1 ? c : -1;
-  }
-  // Evicts any waiter, unregisters and closes. Only when no G is inside poll_wait.
-  void close() {
-    if (pd) {
-      goro::detail::poll_evict(pd);
-      goro::detail::poll_close(pd);
-      pd = nullptr;
-    }
-    if (rd >= 0) ::close(rd);
-    if (wr >= 0) ::close(wr);
-    rd = wr = -1;
-  }
-};
-
-// Parks the calling goroutine until pred() holds or `timeout` passes.
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const std::int64_t end = nanotime() + std::chrono::nanoseconds(timeout).count();
-  while (!pred()) {
-    if (nanotime() > end) return false;
-    goro::sleep(1ms);
-  }
-  return true;
-}
+using goro_test::kMs;
+using goro_test::Pipe;
+using goro_test::status_name;
+using goro_test::wait_until;
 
 std::int64_t process_cpu_ns() {
   rusage ru{};
@@ -95,6 +48,23 @@ std::int64_t process_cpu_ns() {
   };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
+
+// A goroutine parked reading p: when it returns, status and the time it woke are set
+// and done is counted down.
+struct ParkedReader {
+  std::atomic<std::int64_t> woke{0};
+  PollStatus status = PollStatus::ready;
+  goro::WaitGroup done;
+
+  void start(Pipe& p) {
+    done.add(1);
+    goro::go([this, &p] {
+      status = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
+      woke.store(nanotime());
+      done.done();
+    });
+  }
+};
 
 class Netpoll : public WithProcs {};
 INSTANTIATE_TEST_SUITE_P(Procs, Netpoll, ::testing::Values(1, 4), goro_test::procs_name);
@@ -304,22 +274,15 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
     ASSERT_TRUE(p.open());
     const std::int64_t t0 = nanotime();
     goro::detail::poll_set_deadline(p.pd, t0 + 30 * kMs, goro::detail::IoMode::read);
-    std::atomic<std::int64_t> woke{0};
-    PollStatus s = PollStatus::timeout;
-    goro::WaitGroup wg;
-    wg.add(1);
-    goro::go([&] {
-      s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
-      woke.store(nanotime());
-      wg.done();
-    });
+    ParkedReader r;
+    r.start(p);
     goro::sleep(10ms);
     goro::detail::poll_set_deadline(p.pd, 0, goro::detail::IoMode::read);
     goro::sleep(std::chrono::nanoseconds(t0 + 60 * kMs - nanotime()));
-    EXPECT_EQ(woke.load(), 0) << "woke although the deadline was cleared";
+    EXPECT_EQ(r.woke.load(), 0) << "woke although the deadline was cleared";
     p.write_byte();
-    wg.wait();
-    EXPECT_EQ(s, PollStatus::ready) << status_name(s);
+    r.done.wait();
+    EXPECT_EQ(r.status, PollStatus::ready) << status_name(r.status);
     p.close();
   });
 }
@@ -335,15 +298,8 @@ TEST_P(Netpoll, DeadlineExtendedManyTimesTimesOutAtTheLast) {
       ASSERT_TRUE(p.open());
       const std::int64_t t0 = nanotime();
       goro::detail::poll_set_deadline(p.pd, t0 + 20 * kMs, goro::detail::IoMode::read);
-      std::atomic<std::int64_t> woke{0};
-      PollStatus s = PollStatus::ready;
-      goro::WaitGroup wg;
-      wg.add(1);
-      goro::go([&] {
-        s = goro::detail::poll_wait(p.pd, goro::detail::IoMode::read);
-        woke.store(nanotime());
-        wg.done();
-      });
+      ParkedReader r;
+      r.start(p);
       // Every 2 ms for 100 ms, the deadline becomes 20 ms from now: always ahead.
       std::int64_t last = 0;
       while (nanotime() - t0 < 100 * kMs) {
@@ -351,16 +307,16 @@ TEST_P(Netpoll, DeadlineExtendedManyTimesTimesOutAtTheLast) {
         goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
         goro::sleep(2ms);
       }
-      EXPECT_EQ(woke.load(), 0) << "timed out although the deadline kept moving ahead";
+      EXPECT_EQ(r.woke.load(), 0) << "timed out although the deadline kept moving ahead";
       if (shorten_at_end) {
         last = nanotime() - 15 * kMs;  // 5 ms from now
         goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
       }
-      wg.wait();
-      const double late = static_cast<double>(woke.load() - (last + 20 * kMs)) / 1e6;
+      r.done.wait();
+      const double late = static_cast<double>(r.woke.load() - (last + 20 * kMs)) / 1e6;
       std::printf("[figure] deadline extended 50 times%s (%d P): woke %.2f ms after the last\n",
                   shorten_at_end ? ", then shortened" : "", goro::maxprocs(), late);
-      EXPECT_EQ(s, PollStatus::timeout) << status_name(s);
+      EXPECT_EQ(r.status, PollStatus::timeout) << status_name(r.status);
       EXPECT_GE(late, 0.0);
       EXPECT_LT(late, 15.0);
       p.close();
@@ -401,15 +357,8 @@ TEST_P(Netpoll, EvictWakesParkedReaderWithClosed) {
 
 TEST_P(Netpoll, ThousandParkedReadersAllWake) {
   constexpr int kPipes = 1000;
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 2 * kPipes + 64) {
-    rlim_t want = 2 * kPipes + 64;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-      GTEST_SKIP() << "needs " << want << " descriptors; the hard limit is " << rl.rlim_max;
-    rl.rlim_cur = want;
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
-  }
+  if (std::string why = goro_test::raise_descriptor_limit(2 * kPipes + 64); !why.empty())
+    GTEST_SKIP() << why;
   int woken = 0, ok_reads = 0;
   run([&] {
     std::vector<Pipe> pipes(kPipes);

@@ -151,6 +151,25 @@ TEST_P(Scheduler, StatsCountGoroutinesByState) {
   EXPECT_EQ(goro::stats().goroutines, 0) << "all zero once run returned";
 }
 
+// Starts n goroutines that each touch Touched bytes of their stack, then park until
+// release is closed; parked counts them touching, done counts them leaving.
+template <std::size_t Touched>
+void start_stack_touchers(int n, goro::Chan<int> release, goro::WaitGroup& parked,
+                          goro::WaitGroup& done) {
+  for (int i = 0; i < n; ++i) {
+    parked.add(1);
+    done.add(1);
+    goro::go([release, &parked, &done] {
+      volatile char frame[Touched];
+      for (std::size_t at = 0; at < Touched; at += 512) frame[at] = 1;
+      parked.done();
+      release.recv();
+      done.done();
+      (void)frame[0];
+    });
+  }
+}
+
 // Goroutines that touch 32 KiB of their stacks and park: the committed stack memory
 // grows by at least that much each, and the reserved by a stack each.
 TEST_P(Scheduler, StatsCountStackMemory) {
@@ -161,18 +180,7 @@ TEST_P(Scheduler, StatsCountStackMemory) {
         const goro::RuntimeStats before = goro::stats();
         goro::Chan<int> release;
         goro::WaitGroup parked, done;
-        for (int i = 0; i < kGoroutines; ++i) {
-          parked.add(1);
-          done.add(1);
-          goro::go([release, &parked, &done] {
-            volatile char frame[kTouched];
-            for (std::size_t at = 0; at < kTouched; at += 512) frame[at] = 1;
-            parked.done();
-            release.recv();
-            done.done();
-            (void)frame[0];
-          });
-        }
+        start_stack_touchers<kTouched>(kGoroutines, release, parked, done);
         parked.wait();
         const goro::RuntimeStats s = goro::stats();
         EXPECT_GE(s.stack_committed_bytes, before.stack_committed_bytes + kGoroutines * kTouched);
@@ -199,18 +207,7 @@ TEST_P(Scheduler, ExitedGoroutinesGiveTheirStacksBackWhenAsked) {
         before = goro::stats().stack_committed_bytes;
         goro::Chan<int> release;
         goro::WaitGroup parked, done;
-        for (int i = 0; i < kGoroutines; ++i) {
-          parked.add(1);
-          done.add(1);
-          goro::go([release, &parked, &done] {
-            volatile char frame[kTouched];
-            for (std::size_t at = 0; at < kTouched; at += 512) frame[at] = 1;
-            parked.done();
-            release.recv();
-            done.done();
-            (void)frame[0];
-          });
-        }
+        start_stack_touchers<kTouched>(kGoroutines, release, parked, done);
         parked.wait();
         peak = goro::stats().stack_committed_bytes;
         release.close();
