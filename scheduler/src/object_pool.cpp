@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 namespace goro::detail {
@@ -35,8 +36,11 @@ struct FreeObject {
   FreeObject* next;
 };
 
+// A std::mutex, not the runtime's Lock: like malloc, the pool is called from anywhere,
+// under other locks too (poll_open holds its cache's mutex), so it must never enter the
+// runtime, where a goroutine whose P was taken may park until one is free.
 struct SizeClass {
-  Lock lock;
+  std::mutex lock;
   FreeObject* free = nullptr;  // (lock)
   char* next = nullptr;        // unused space in the newest chunk (lock)
   char* end = nullptr;
@@ -69,7 +73,6 @@ void* pool_alloc(std::size_t size) {
   if (size == 0 || size > kMaxPooled) std::abort();
   SizeClass& c = classes[class_of(size)];
   const std::size_t bytes = (class_of(size) + 1) * kGranule;
-  RuntimeScope scope;  // a goroutine holding a runtime Lock must not be preempted
   c.lock.lock();
   if (FreeObject* f = c.free) {
     c.free = f->next;
@@ -96,7 +99,6 @@ void pool_free(void* p, std::size_t size) noexcept {
   if (p == nullptr) return;
   SizeClass& c = classes[class_of(size)];
   auto* f = static_cast<FreeObject*>(p);
-  RuntimeScope scope;
   c.lock.lock();
   f->next = c.free;
   c.free = f;
