@@ -44,7 +44,8 @@
 //            the G, or making the G that kStart asked for (new_waiting_g) and readying
 //            that, outside any lock.
 // A notifier that replaces kWait makes the waiter's commit fail, so the G never parks.
-// A slot in kStart counts as a waiter: an idle M blocks in epoll for it.
+// A slot in kStart counts as a waiter for netpoll_anything_waiting (an idle M blocks in
+// epoll for it), not for netpoll_waiter_count, which counts goroutines.
 // Deadlines are Timers. Moving a deadline later while its timer is pending for an
 // earlier time leaves the timer alone (a server moves a connection's read deadline at
 // every request): when it fires, it finds the deadline in force still ahead and arms
@@ -145,6 +146,7 @@ int epfd = -1;
 int breakfd = -1;
 std::atomic<bool> break_pending{false};
 std::atomic<std::int32_t> waiters{0};  // Gs parked (or parking) on a PollDesc
+std::atomic<std::int32_t> start_slots{0};  // read slots in kStart (poll_start_on_read)
 std::uint32_t runs = 0;                   // netpoll_init calls so far
 std::atomic<std::uint32_t> generation{0};  // see poll_generation
 
@@ -176,7 +178,7 @@ G* unblock(PollDesc* pd, IoMode mode, bool io_ready) {
     std::uintptr_t next = io_ready ? kReady : kEmpty;
     if (s.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
       if (old == kWait || old == kEmpty) return nullptr;
-      waiters.fetch_sub(1, std::memory_order_relaxed);
+      (old == kStart ? start_slots : waiters).fetch_sub(1, std::memory_order_relaxed);
       return reinterpret_cast<G*>(old);
     }
   }
@@ -258,6 +260,7 @@ void netpoll_init() {
   epoll_ctl(epfd, EPOLL_CTL_ADD, breakfd, &ev);
   break_pending.store(false);
   waiters.store(0);
+  start_slots.store(0);
   if (++runs == 0) ++runs;
   generation.store(runs, std::memory_order_release);
 }
@@ -288,7 +291,10 @@ bool netpoll_inited() { return epfd >= 0; }
 
 std::uint32_t poll_generation() noexcept { return generation.load(std::memory_order_acquire); }
 
-bool netpoll_anything_waiting() { return waiters.load(std::memory_order_relaxed) > 0; }
+bool netpoll_anything_waiting() {
+  return waiters.load(std::memory_order_relaxed) > 0 ||
+         start_slots.load(std::memory_order_relaxed) > 0;
+}
 
 int netpoll_waiter_count() { return waiters.load(std::memory_order_relaxed); }
 
@@ -564,13 +570,14 @@ void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t 
       continue;
     }
     if (old != kEmpty) {
-      std::fprintf(stderr, "goro: fatal error: a goroutine waits on a descriptor armed to start one\n");
+      std::fprintf(stderr,
+                   "goro: fatal error: a goroutine waits on a descriptor armed to start one\n");
       std::abort();
     }
     // Counted first: a notifier that clears kStart at once counts it down.
-    waiters.fetch_add(1, std::memory_order_relaxed);
+    start_slots.fetch_add(1, std::memory_order_relaxed);
     if (!s.compare_exchange_strong(old, kStart, std::memory_order_acq_rel)) {
-      waiters.fetch_sub(1, std::memory_order_relaxed);
+      start_slots.fetch_sub(1, std::memory_order_relaxed);
       continue;
     }
     // Recheck after arming, as poll_wait does: an evict or deadline in between saw the
@@ -578,7 +585,7 @@ void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t 
     if (!due()) return;
     old = kStart;
     if (!s.compare_exchange_strong(old, kEmpty, std::memory_order_acq_rel)) return;
-    waiters.fetch_sub(1, std::memory_order_relaxed);
+    start_slots.fetch_sub(1, std::memory_order_relaxed);
     break;
   }
   ready(new_waiting_g(fn, arg, stack_size, name));

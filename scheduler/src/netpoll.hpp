@@ -32,9 +32,10 @@ std::uint64_t poll_event_data(PollDesc* pd);
 // Wakes the M blocked in netpoll(-1 or > 0), if any; at most one break is pending.
 void netpoll_break();
 
-// Whether any G waits on a poll descriptor (a poll is worth making).
+// Whether any G waits on a poll descriptor, or any is armed to start one (a poll is
+// worth making).
 bool netpoll_anything_waiting();
-// How many Gs are parked on poll descriptors.
+// How many Gs are parked on poll descriptors (armed ones hold none).
 int netpoll_waiter_count();
 
 }  // namespace goro::detail

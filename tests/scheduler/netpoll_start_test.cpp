@@ -208,6 +208,7 @@ TEST_P(NetpollStart, ThousandArmedHoldNoGoroutineAndAllStart) {
     for (Started& s : started) s.arm();
     goro::sleep(20ms);
     EXPECT_EQ(goro::num_goroutine(), before);
+    EXPECT_EQ(goro::stats().netpoll_waiters, 0) << "armed descriptors counted as parked goroutines";
     for (int i = 0; i < kPipes; ++i) started[i].pipe->write_byte(static_cast<char>('a' + i % 26));
     auto all = [&] {
       for (const Started& s : started)
