@@ -12,14 +12,14 @@
 // this happens twice a request.
 //
 // Pipelining: when a response is complete and bytes of a next request were already read
-// with it, the response is copied to x_->out instead of written, and the next request is
-// served from the read buffer; one write carries the whole batch. x_->out is flushed before
-// anything else goes out (a streamed response, 100 Continue, an error reply), before
-// every read from the socket (so a client never waits on a response while the server
-// waits on the client), before the connection closes, and when it would grow past
-// write_buffer_size. It is empty whenever the connection is idle. A handler that parks
-// (sleeps, calls a backend) holds the responses batched before its own; HTTP/1.1 makes
-// the client wait for them in order anyway.
+// with it, the response is copied to the exchange's out instead of written, and the next
+// request is served from the read buffer; one write carries the whole batch. out is
+// flushed before anything else goes out (a streamed response, 100 Continue, an error
+// reply), before every read from the socket (so a client never waits on a response
+// while the server waits on the client), before the connection closes, and when it
+// would grow past write_buffer_size. It is empty whenever the connection is idle. A
+// handler that parks (sleeps, calls a backend) holds the responses batched before its
+// own; HTTP/1.1 makes the client wait for them in order anyway.
 #include "server_conn.hpp"
 
 #include <algorithm>
@@ -342,7 +342,8 @@ void ServerConn::build_error(int status, std::string_view message, bool head_kno
   reply.headers.remove("content-length");
   reply.headers.remove("transfer-encoding");
   reply.headers.remove("connection");
-  build_error_response(x_->scratch, status, message, x_->parser.head_request_seen(), &reply.headers);
+  build_error_response(x_->scratch, status, message, x_->parser.head_request_seen(),
+                       &reply.headers);
 }
 
 void ServerConn::respond_error(int status, std::string_view message, bool head_known) {
@@ -487,7 +488,8 @@ bool ServerConn::reusable() {
   if (x_->parser.expect_continue() && !continue_sent_) return false;
   std::int64_t length = x_->parser.content_length();
   if (length >= 0 &&
-      static_cast<std::uint64_t>(length) - x_->parser.body_bytes() > server_->options.max_drain_bytes)
+      static_cast<std::uint64_t>(length) - x_->parser.body_bytes() >
+          server_->options.max_drain_bytes)
     return false;
   // A handler that is done left part of the body unread: drain it now, before the head,
   // so the head can say whether the connection stays (a chunked body's size is unknown

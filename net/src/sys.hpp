@@ -3,9 +3,10 @@
 // glibc's recv, send and sendmsg are pthread cancellation points: around every system
 // call they switch the thread's cancellation type with two atomic read-modify-writes
 // (about 1% of a core at 100,000 responses a second). goro never cancels a thread (an
-// M runs many goroutines; cancelling it would strand all of them), so on x86-64 and AArch64 these functions make the system call themselves. Everywhere
-// else, and in sanitizer builds, they call libc: ASan checks the buffer in its
-// recv/send interceptors and TSan learns a socket's happens-before edges from them.
+// M runs many goroutines; cancelling it would strand all of them), so on x86-64 and
+// AArch64 these functions make the system call themselves. Everywhere else, and in
+// sanitizer builds, they call libc: ASan checks the buffer in its recv/send interceptors
+// and TSan learns a socket's happens-before edges from them.
 //
 // Each returns what the system call returns, or -errno on failure. Callers read the
 // error from the result, never from errno (which only the libc fallback sets).

@@ -113,7 +113,8 @@ TEST_P(IdlePark, IdleTimeoutClosesAParkedConnectionOnTime) {
   ASSERT_TRUE(c.read_response());
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(c.closed_by_peer(4000));
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(waited, 1.9);
   EXPECT_LT(waited, 2.6);
   EXPECT_TRUE(c.pending().empty()) << c.pending();
