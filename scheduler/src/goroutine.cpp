@@ -219,6 +219,17 @@ struct StartClosure {
   void* arg;
 };
 
+// The part of starting g that start_g and new_waiting_g share: its first frame, and
+// its count as a live goroutine, in status (runnable or waiting).
+void make_startable(G* g, void (*entry)(void*), GStatus status) {
+  g->entry = entry;
+  g->sp = make_context(g->closure, &g_main, g);
+  // release: a goroutine dump that sees it sees the fields new_g wrote.
+  g->status.store(status, std::memory_order_release);
+  sched.live_gs.fetch_add(1, std::memory_order_relaxed);
+  trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
+}
+
 }  // namespace
 
 G* new_waiting_g(void (*fn)(void*), void* arg, std::size_t stack_size, std::string_view name) {
@@ -226,27 +237,20 @@ G* new_waiting_g(void (*fn)(void*), void* arg, std::size_t stack_size, std::stri
   G* g = new_g(stack_size, name, sizeof(StartClosure), alignof(StartClosure), &slot);
   ::new (slot) StartClosure{fn, arg};
   g->creator_pc = reinterpret_cast<void*>(fn);
-  g->entry = [](void* p) {
-    auto* c = static_cast<StartClosure*>(p);
-    c->fn(c->arg);
-  };
-  g->sp = make_context(g->closure, &g_main, g);
   g->wait_reason = WaitReason::io_read;
-  // release: as in start_g, for a goroutine dump.
-  g->status.store(GStatus::waiting, std::memory_order_release);
-  sched.live_gs.fetch_add(1, std::memory_order_relaxed);
-  trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
+  make_startable(
+      g,
+      [](void* p) {
+        auto* c = static_cast<StartClosure*>(p);
+        c->fn(c->arg);
+      },
+      GStatus::waiting);
   return g;
 }
 
 void start_g(G* g, void (*entry)(void*)) {
   RuntimeScope scope;
-  g->entry = entry;
-  g->sp = make_context(g->closure, &g_main, g);
-  // release: a goroutine dump that sees it runnable sees the fields new_g wrote.
-  g->status.store(GStatus::runnable, std::memory_order_release);
-  sched.live_gs.fetch_add(1, std::memory_order_relaxed);
-  trace_event(TraceKind::g_create, g->id.load(std::memory_order_relaxed), 0, g->name);
+  make_startable(g, entry, GStatus::runnable);
   put_runnable_and_wake(g);
 }
 
