@@ -42,13 +42,6 @@ struct RequestAccess {
 };
 
 struct ResponseAccess {
-  // Frees the buffers w keeps for reuse between responses (an idle connection's); the
-  // next response allocates them again.
-  static void release_buffers(ResponseWriter& w) {
-    w.headers_ = Headers();
-    w.head_ = std::string();
-    w.buffer_ = std::string();
-  }
   // Readies w for a new response on sink. keep_alive: what the request allows.
   static void begin(ResponseWriter& w, ResponseSink* sink, int request_minor, bool head_request,
                     bool keep_alive, std::size_t buffer_limit);
