@@ -1,14 +1,18 @@
 // sysmon: the monitor thread. It holds no P and runs no goroutine. Each tick it
 //  - retakes Ps that sat in a blocking call (goro::blocking) for a whole tick while
 //    there is other work, and hands them to another M (handoffp);
-//  - asks goroutines that ran 10 ms without a scheduling point to yield, and, when one
-//    never reaches a safe point, preempts it with a signal (below);
+//  - asks goroutines that ran 2 ms without a scheduling point, while something waits
+//    for their P, to yield, and, when one never reaches a safe point, preempts it with
+//    a signal (below); goroutines whose sockets are ready count as waiting, so it looks
+//    at the network for such a P if nobody has for 2 ms;
 //  - polls the network if nobody has for 10 ms, so network goroutines are not starved
 //    by CPU-bound ones;
 //  - prints the GORO_SCHEDTRACE line.
-// It wakes every 20 us, doubles its sleep after 50 idle ticks (about 1 ms) up to 10 ms,
-// and, once backed off to 10 ms, sleeps for good while every P is idle and nothing is
-// in a blocking call; the first P to become busy again wakes it (pidleget).
+// It wakes every 20 us and doubles its sleep after 50 idle ticks (about 1 ms): up to
+// 2 ms while some P runs goroutines, so a hog is caught within 4 ms, and up to 10 ms
+// otherwise. Once backed off to 10 ms, it sleeps for good while every P is idle
+// and nothing is in a blocking call; the first P to become busy again wakes it
+// (pidleget).
 //
 // Preemption of a goroutine that never calls the runtime: sysmon sends SIGURG to its
 // thread, and the handler (signals.cpp) leaves the P in syscall state if the goroutine
@@ -58,12 +62,36 @@ namespace goro::detail {
 namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kPreemptAfter = 10 * kMs;
+// A goroutine that has run this long while something waits for its P is preempted. Go
+// waits 10 ms; goro preempts only when something waits, and a request stuck behind a
+// hog for 10 ms is the latency a server is judged by.
+constexpr std::int64_t kPreemptAfter = 2 * kMs;
 constexpr std::int64_t kBlockedAfter = kMs;  // and between two looks at one P's thread
 constexpr std::int64_t kMinDelay = 20'000;
 constexpr std::int64_t kMaxDelay = 10 * kMs;
+// The longest tick while some P runs goroutines. A goroutine is first seen at most a
+// tick after it started and preempted at the first tick kPreemptAfter later: 2 to 4 ms
+// after it started. A busy runtime pays 500 wake-ups a second for it (about 20 us each
+// on a 2-core VM, most of it the kernel's context switch).
+constexpr std::int64_t kBusyMaxDelay = 2 * kMs;
 constexpr std::int64_t kPollStarvation = 10 * kMs;
 constexpr std::int64_t kStaleTimer = 10 * kMs;  // a due timer nobody ran for this long
+
+// Polls the network if nobody has for `stale` ns and queues the goroutines it readies
+// globally. Returns whether it queued any.
+bool poll_if_stale(std::int64_t now, std::int64_t stale) {
+  std::int64_t last = sched.lastpoll.load(std::memory_order_seq_cst);
+  if (!netpoll_anything_waiting() || last == 0 || last + stale >= now ||
+      !sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_seq_cst))
+    return false;
+  int n = 0;
+  G* list = netpoll(0, &n);
+  if (list == nullptr) return false;
+  trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
+              static_cast<std::uint64_t>(n));
+  inject_list(nullptr, list, n);
+  return true;
+}
 
 // Hands off a P that the preemption handler moved to syscall state. Returns true if
 // it was still in that state.
@@ -136,11 +164,15 @@ bool preemptone(P* pp) {
   return take_detached(pp);
 }
 
-int retake(std::int64_t now) {
+// One round over the Ps. Returns how many it took or preempted; *running says whether
+// any P was running goroutines.
+int retake(std::int64_t now, bool* running) {
   int n = 0;
+  *running = false;
   for (P* pp : sched.all_p) {
     PStatus s = pp->status.load(std::memory_order_seq_cst);
     if (s == PStatus::running) {
+      *running = true;
       std::uint32_t t = pp->schedtick_pub.load(std::memory_order_relaxed);
       if (pp->seen_schedtick != t) {
         pp->seen_schedtick = t;
@@ -163,6 +195,9 @@ int retake(std::int64_t now) {
         }
       }
       if (ran >= kPreemptAfter) {
+        // Goroutines whose sockets became ready wait for this P too, but nobody sees
+        // them while its goroutine runs: look, unless someone did a moment ago.
+        if (!waiting) waiting = poll_if_stale(now, kPreemptAfter);
         // Either way sysmon stays at its shortest tick for a while: a late handler's
         // detached P is then handed off within microseconds (see below).
         if (waiting) {
@@ -249,6 +284,7 @@ void sysmon_main() {
 
   std::int64_t delay = kMinDelay;
   int idle = 0;
+  bool running = false;  // some P ran goroutines at the last round
   std::int64_t next_trace = sched.schedtrace_ns > 0 ? sched.start_time + sched.schedtrace_ns : 0;
   while (!sched.exiting.load(std::memory_order_acquire)) {
     // A goroutine entered a blocking call while we slept long (or deeply): watch it
@@ -258,7 +294,7 @@ void sysmon_main() {
     if (idle == 0)
       delay = kMinDelay;
     else if (idle > 50)
-      delay = std::min(delay * 2, kMaxDelay);
+      delay = std::min(delay * 2, running ? kBusyMaxDelay : kMaxDelay);
     std::int64_t sleep_for = delay;
     if (next_trace != 0)
       sleep_for = std::min(sleep_for, std::max<std::int64_t>(0, next_trace - nanotime()));
@@ -291,17 +327,7 @@ void sysmon_main() {
 
     const std::int64_t now = nanotime();
     // The network, if nobody has polled it for a while.
-    std::int64_t last = sched.lastpoll.load(std::memory_order_seq_cst);
-    if (netpoll_anything_waiting() && last != 0 && last + kPollStarvation < now &&
-        sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_seq_cst)) {
-      int n = 0;
-      if (G* list = netpoll(0, &n)) {
-        trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
-                    static_cast<std::uint64_t>(n));
-        inject_list(nullptr, list, n);
-        idle = 0;
-      }
-    }
+    if (poll_if_stale(now, kPollStarvation)) idle = 0;
     // A timer overdue by more than a tick that nobody has run: its P is idle and the
     // M that should have woken for it did not (Go's sysmon does the same check). Wake
     // the poller, and start a spinning M, which runs every P's due timers when it
@@ -315,7 +341,7 @@ void sysmon_main() {
       netpoll_break();
       wakep();
     }
-    if (retake(now) != 0)
+    if (retake(now, &running) != 0)
       idle = 0;
     else
       idle++;

@@ -15,8 +15,9 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -939,33 +940,35 @@ TEST(SysmonPreemptAfterHandOff, HogOnThreadStartedBySysmonIsPreempted) {
   EXPECT_LE(worst, 75.0) << "the hog was not preempted";
 }
 
-// The calling thread's nice value.
-int thread_nice() {
-  return 20 - static_cast<int>(syscall(SYS_getpriority, PRIO_PROCESS,
-                                       static_cast<id_t>(syscall(SYS_gettid))));
+// The calling thread's scheduling policy.
+int thread_policy() {
+  return static_cast<int>(syscall(SYS_sched_getscheduler, static_cast<pid_t>(syscall(SYS_gettid))));
+}
+bool set_thread_policy(int policy) {
+  sched_param param{};
+  return sched_setscheduler(static_cast<pid_t>(syscall(SYS_gettid)), policy, &param) == 0;
 }
 
-// Whether this process may raise a thread's priority back after lowering it (what the
-// runtime needs to lower a hog's): tried on a thread of its own.
+// Whether this process may leave SCHED_IDLE again after entering it (what the runtime
+// probes before it lowers a hog), tried on a throwaway thread.
 bool can_restore_priority() {
   bool ok = false;
   std::thread([&] {
-    const int nice = thread_nice();
-    ok = nice < 19 && setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) == 0 &&
-         setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice) == 0;
+    ok = thread_policy() == SCHED_OTHER && set_thread_policy(SCHED_IDLE) &&
+         set_thread_policy(SCHED_OTHER);
   }).join();
   return ok;
 }
 
-// A hog the preemption signal detached runs at nice 19, so the thread that took its P
-// keeps the core; at its next safe point its priority is back where it was.
+// A hog the preemption signal detached runs under SCHED_IDLE, so the thread that took
+// its P keeps the core; at its next safe point it is back under SCHED_OTHER.
 TEST(SysmonPreempt, DetachedHogRunsAtLowPriorityUntilItsNextSafePoint) {
   if (kTsan) GTEST_SKIP() << kTsanSkip;
   if (!can_restore_priority())
-    GTEST_SKIP() << "cannot raise a thread's priority back here (no CAP_SYS_NICE or RLIMIT_NICE)";
-  const int base = thread_nice();
-  int seen_while_hogging = base;
-  int after_safe_point = -100;
+    GTEST_SKIP() << "cannot leave SCHED_IDLE again here (no CAP_SYS_NICE or RLIMIT_NICE)";
+  ASSERT_EQ(thread_policy(), SCHED_OTHER);
+  std::atomic<bool> idle_while_hogging{false};
+  int after_safe_point = -1;
   goro::run(
       [&] {
         std::atomic<bool> stop{false};
@@ -975,23 +978,25 @@ TEST(SysmonPreempt, DetachedHogRunsAtLowPriorityUntilItsNextSafePoint) {
           // No runtime call in this loop: only the signal can take the P from it.
           const std::int64_t give_up = nanotime() + 3000 * kMs;
           while (!stop.load(std::memory_order_relaxed) && nanotime() < give_up) {
-            seen_while_hogging = std::max(seen_while_hogging, thread_nice());
-            if (seen_while_hogging == 19) break;
+            if (thread_policy() == SCHED_IDLE) {
+              idle_while_hogging.store(true);
+              break;
+            }
           }
           goro::yield();  // a safe point
-          after_safe_point = thread_nice();
+          after_safe_point = thread_policy();
           wg.done();
         });
         // Main wants the P back every millisecond: sysmon preempts the hog for it.
         const std::int64_t until = nanotime() + 2000 * kMs;
-        while (nanotime() < until && seen_while_hogging != 19) goro::sleep(1ms);
+        while (nanotime() < until && !idle_while_hogging) goro::sleep(1ms);
         stop.store(true);
         wg.wait();
       },
       procs(1));
-  EXPECT_EQ(seen_while_hogging, 19) << "the detached hog kept its priority";
-  EXPECT_EQ(after_safe_point, base) << "the priority was not restored at the safe point";
-  EXPECT_EQ(thread_nice(), base);
+  EXPECT_TRUE(idle_while_hogging.load()) << "the detached hog kept its priority";
+  EXPECT_EQ(after_safe_point, SCHED_OTHER) << "the priority was not restored at the safe point";
+  EXPECT_EQ(thread_policy(), SCHED_OTHER);
 }
 
 // ---------------------------------------------------------------------------------
