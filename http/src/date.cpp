@@ -18,8 +18,9 @@ constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 // half-written cache.
 struct DateCache {
   std::time_t second = -1;
-  char text[30] = {};
+  char line[40] = "Date: ";  // "Date: <IMF-fixdate>\r\n"
 };
+constexpr std::size_t kDateAt = 6, kDateLine = 6 + 29 + 2;
 thread_local DateCache date_cache;
 
 }  // namespace
@@ -52,21 +53,26 @@ void format_http_date(long long t, char* out) {
   out[29] = '\0';
 }
 
-std::string_view http_date_now() {
+namespace {
+
+// The cache, formatted for the current second.
+const DateCache& date_now() {
   std::time_t now = std::time(nullptr);
   DateCache& cache = date_cache;
   if (cache.second != now) {
-    format_http_date(now, cache.text);
+    format_http_date(now, cache.line + kDateAt);
+    cache.line[kDateAt + 29] = '\r';
+    cache.line[kDateAt + 30] = '\n';
     cache.second = now;
   }
-  return {cache.text, 29};
+  return cache;
 }
 
-void append_date_header(std::string& out) {
-  out.append("Date: ");
-  out.append(http_date_now());
-  out.append("\r\n");
-}
+}  // namespace
+
+std::string_view http_date_now() { return {date_now().line + kDateAt, 29}; }
+
+void append_date_header(std::string& out) { out.append(date_now().line, kDateLine); }
 
 namespace {
 

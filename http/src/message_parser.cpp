@@ -1,6 +1,7 @@
 #include "message_parser.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace goro::http::detail {
@@ -22,12 +23,18 @@ constexpr std::uint64_t kChunkOverheadSlack = 16 * 1024;
 
 // A Host value holds only the characters of an authority (RFC 3986: reg-name, IP
 // literal, port, %-escapes), as Go's httpguts.ValidHostHeader checks.
+constexpr std::array<bool, 256> kHostChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (char c : std::string_view("!$%&'()*+,-.:;=[]_~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
 bool valid_host(std::string_view host) noexcept {
   for (unsigned char c : host) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) continue;
-    if (std::string_view("!$%&'()*+,-.:;=[]_~").find(static_cast<char>(c)) ==
-        std::string_view::npos)
-      return false;
+    if (!kHostChars[c]) return false;
   }
   return true;
 }
@@ -338,7 +345,7 @@ int MessageParser::check_request_head() noexcept {
   // and ignores Host (build_views puts it in Host's place); userinfo ("user@") or an
   // empty host there is refused, as in a Host header.
   std::string_view target(b + url_offset_, url_size_);
-  if (target.find("://") != std::string_view::npos && target.front() != '/') {
+  if (!target.empty() && target.front() != '/' && target.find("://") != std::string_view::npos) {
     std::string_view authority = target_authority(target);
     if (authority.empty() || !valid_host(authority))
       return fail(400, "malformed authority in the request target");
@@ -500,9 +507,12 @@ ParseStatus MessageParser::parse_head() {
     }
     // A folded value whose first line is empty ("X:" CRLF SP "v") comes to on_header_value
     // as one piece, as if unfolded; the head's bytes show the fold.
-    if (head.find("\n ") != std::string_view::npos || head.find("\n\t") != std::string_view::npos) {
-      fail(400, "obsolete line folding in header");
-      return ParseStatus::error;
+    for (std::size_t lf = head.find('\n'); lf != std::string_view::npos && lf + 1 < head.size();
+         lf = head.find('\n', lf + 1)) {
+      if (head[lf + 1] == ' ' || head[lf + 1] == '\t') {
+        fail(400, "obsolete line folding in header");
+        return ParseStatus::error;
+      }
     }
   }
   llhttp_resume(&parser_);

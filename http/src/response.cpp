@@ -1,6 +1,8 @@
 #include <goro/http/response.hpp>
 
 #include <charconv>
+#include <string>
+#include <vector>
 
 #include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
@@ -19,11 +21,38 @@ void append_number(std::string& out, std::uint64_t n) {
   out.append(digits, end);
 }
 
-// The header fields the writer manages itself; a handler's values for them are not
-// copied verbatim.
-bool managed_field(std::string_view name) {
-  return iequals(name, "content-length") || iequals(name, "transfer-encoding") ||
-         iequals(name, "connection");
+// "HTTP/1.1 200 OK\r\n": made once for each code from 100 to 599.
+std::string_view status_line(int status) {
+  static const std::vector<std::string> lines = [] {
+    std::vector<std::string> v(500);
+    for (int code = 100; code < 600; ++code) {
+      std::string& line = v[static_cast<std::size_t>(code - 100)];
+      line.append("HTTP/1.1 ");
+      append_number(line, static_cast<std::uint64_t>(code));
+      line.push_back(' ');
+      line.append(reason_phrase(code));
+      line.append("\r\n");
+    }
+    return v;
+  }();
+  if (status < 100 || status >= 600) return {};
+  return lines[static_cast<std::size_t>(status - 100)];
+}
+
+// The header fields send_head looks at: the ones the writer manages itself (a
+// handler's values for them are not copied verbatim), and the two it adds unless the
+// handler did.
+enum class Field { other, content_length, transfer_encoding, connection, date, server };
+
+Field field_of(std::string_view name) {
+  switch (name.size()) {
+    case 4: return iequals(name, "date") ? Field::date : Field::other;
+    case 6: return iequals(name, "server") ? Field::server : Field::other;
+    case 10: return iequals(name, "connection") ? Field::connection : Field::other;
+    case 14: return iequals(name, "content-length") ? Field::content_length : Field::other;
+    case 17: return iequals(name, "transfer-encoding") ? Field::transfer_encoding : Field::other;
+    default: return Field::other;
+  }
 }
 
 std::int64_t parse_length(std::string_view v) {
@@ -91,7 +120,41 @@ std::error_code ResponseWriter::json(std::string_view body, int status) {
 
 std::error_code ResponseWriter::send_head(bool final) {
   if (sink_->frames_response()) return send_framed_head(final);
-  std::int64_t declared = parse_length(headers_.get("content-length"));
+  head_.clear();
+  if (std::string_view line = status_line(status_); !line.empty()) {
+    head_.append(line);
+  } else {
+    head_.append("HTTP/1.1 ");
+    append_number(head_, static_cast<std::uint64_t>(status_));
+    head_.push_back(' ');
+    head_.append(reason_phrase(status_));
+    head_.append("\r\n");
+  }
+  // One pass over the handler's fields: the others are copied, the first value of each
+  // managed one noted.
+  std::string_view content_length, connection;
+  bool has_content_length = false, has_connection = false, has_date = false, has_server = false;
+  for (HeaderField f : headers_) {
+    switch (field_of(f.name)) {
+      case Field::content_length:
+        if (!has_content_length) content_length = f.value;
+        has_content_length = true;
+        continue;
+      case Field::connection:
+        if (!has_connection) connection = f.value;
+        has_connection = true;
+        continue;
+      case Field::transfer_encoding: continue;
+      case Field::date: has_date = true; break;
+      case Field::server: has_server = true; break;
+      case Field::other: break;
+    }
+    head_.append(f.name);
+    head_.append(": ");
+    head_.append(f.value);
+    head_.append("\r\n");
+  }
+  std::int64_t declared = parse_length(content_length);
   if (body_forbidden(status_)) {
     framing_ = Framing::none;
   } else if (final) {
@@ -108,27 +171,19 @@ std::error_code ResponseWriter::send_head(bool final) {
     framing_ = Framing::close;
     keep_alive_ = false;
   }
-  if (has_token(headers_.get("connection"), "close") || !sink_->reusable()) keep_alive_ = false;
+  if (has_token(connection, "close") || !sink_->reusable()) keep_alive_ = false;
 
-  head_.clear();
-  head_.append("HTTP/1.1 ");
-  append_number(head_, static_cast<std::uint64_t>(status_));
-  head_.push_back(' ');
-  head_.append(reason_phrase(status_));
-  head_.append("\r\n");
-  for (HeaderField f : headers_) {
-    if (managed_field(f.name)) continue;
-    head_.append(f.name);
-    head_.append(": ");
-    head_.append(f.value);
-    head_.append("\r\n");
-  }
-  if (!headers_.has("date")) detail::append_date_header(head_);
-  if (!headers_.has("server")) head_.append("Server: goro\r\n");
+  if (!has_date) detail::append_date_header(head_);
+  if (!has_server) head_.append("Server: goro\r\n");
   if (framing_ == Framing::length) {
-    head_.append("Content-Length: ");
-    append_number(head_, static_cast<std::uint64_t>(declared_length_));
-    head_.append("\r\n");
+    char line[48] = "Content-Length: ";
+    constexpr std::size_t kName = sizeof "Content-Length: " - 1;
+    auto [end, ec] = std::to_chars(line + kName, line + sizeof line - 2,
+                                   static_cast<std::uint64_t>(declared_length_));
+    (void)ec;
+    end[0] = '\r';
+    end[1] = '\n';
+    head_.append(line, static_cast<std::size_t>(end + 2 - line));
   } else if (framing_ == Framing::chunked) {
     head_.append("Transfer-Encoding: chunked\r\n");
   }

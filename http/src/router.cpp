@@ -148,15 +148,21 @@ bool method_matches(const Route& r, std::string_view method) {
   return r.method.empty() || r.method == method || (r.method == "GET" && method == "HEAD");
 }
 
-// Compares a raw (encoded) path segment with decoded text.
-bool segment_equals(std::string_view raw, const std::string& text, std::string& scratch) {
-  if (raw.find('%') == std::string_view::npos) return raw == text;
+// Compares a raw (encoded) path segment with decoded text; escaped: whether the path
+// holds a '%' at all.
+bool segment_equals(std::string_view raw, const std::string& text, bool escaped,
+                    std::string& scratch) {
+  if (!escaped || raw.find('%') == std::string_view::npos) return raw == text;
   return detail::percent_decode(raw, scratch, false) && scratch == text;
 }
 
+bool has_escape(std::string_view raw_path) {
+  return raw_path.find('%') != std::string_view::npos;
+}
+
 // Matches raw_path ("/a/b") against r. With captures (room for r.wildcards), records
-// the value of each named wildcard there, in pattern order.
-bool match(const Route& r, std::string_view raw_path, Capture* captures) {
+// the value of each named wildcard there, in pattern order. escaped: has_escape(raw_path).
+bool match(const Route& r, std::string_view raw_path, bool escaped, Capture* captures) {
   if (raw_path.empty() || raw_path.front() != '/') return false;
   std::string_view remaining = raw_path.substr(1);
   bool exhausted = false;
@@ -177,7 +183,7 @@ bool match(const Route& r, std::string_view raw_path, Capture* captures) {
     std::string_view seg;
     switch (s.kind) {
       case SegmentKind::literal:
-        if (!next(seg) || !segment_equals(seg, s.text, scratch)) return false;
+        if (!next(seg) || !segment_equals(seg, s.text, escaped, scratch)) return false;
         break;
       case SegmentKind::wildcard:
         if (!next(seg) || seg.empty()) return false;
@@ -217,7 +223,7 @@ bool redirect_to_subtree(const std::vector<Route>& routes, Request& req, Respons
   slashed.push_back('/');
   bool found = false;
   for (const Route& r : routes) {
-    if (method_matches(r, req.method()) && match(r, slashed, nullptr)) {
+    if (method_matches(r, req.method()) && match(r, slashed, has_escape(slashed), nullptr)) {
       found = true;
       break;
     }
@@ -279,23 +285,25 @@ void Router::operator()(Request& req, ResponseWriter& w) const {
     heap_captures.resize(impl_->max_wildcards);
     captures = heap_captures.data();
   }
-  bool path_matched = false;
+  const bool escaped = has_escape(raw_path);
+  // The method first: it is cheaper to compare than the path.
   for (const Route& r : impl_->routes) {
-    if (!match(r, raw_path, captures)) continue;
-    path_matched = true;
-    if (!method_matches(r, req.method())) continue;
+    if (!method_matches(r, req.method()) || !match(r, raw_path, escaped, captures)) continue;
     set_path_values(req, captures, r.wildcards);
     detail::RequestAccess::set_pattern(req, r.pattern);
     r.handler(req, w);
     return;
   }
+  const bool path_matched =
+      std::any_of(impl_->routes.begin(), impl_->routes.end(),
+                  [&](const Route& r) { return match(r, raw_path, escaped, nullptr); });
   if (!path_matched) {
     if (!redirect_to_subtree(impl_->routes, req, w)) impl_->not_found(req, w);
     return;
   }
   std::vector<std::string> allowed;
   for (const Route& r : impl_->routes) {
-    if (!match(r, raw_path, nullptr)) continue;
+    if (!match(r, raw_path, escaped, nullptr)) continue;
     allowed.push_back(r.method);
     if (r.method == "GET") allowed.emplace_back("HEAD");
   }
