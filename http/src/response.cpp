@@ -107,13 +107,13 @@ std::error_code ResponseWriter::flush() {
 }
 
 std::error_code ResponseWriter::text(std::string_view body, int status) {
-  if (!headers_.has("content-type")) headers_.set("Content-Type", "text/plain; charset=utf-8");
+  if (!headers_.has("content-type")) headers_.add("Content-Type", "text/plain; charset=utf-8");
   set_status(status);
   return write(body);
 }
 
 std::error_code ResponseWriter::json(std::string_view body, int status) {
-  if (!headers_.has("content-type")) headers_.set("Content-Type", "application/json");
+  if (!headers_.has("content-type")) headers_.add("Content-Type", "application/json");
   set_status(status);
   return write(body);
 }
