@@ -29,6 +29,7 @@
 #include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
 #include <goro/net/errors.hpp>
+#include <goro/scheduler/detail/memory_return.hpp>
 #include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/runtime.hpp>

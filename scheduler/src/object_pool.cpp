@@ -1,19 +1,8 @@
 #include <goro/scheduler/detail/object_pool.hpp>
 
-#include <goro/scheduler/detail/runtime.hpp>
-#include <goro/scheduler/runtime.hpp>
-
-#include "goroutine.hpp"
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,10 +11,6 @@
 
 namespace goro::detail {
 namespace {
-
-std::atomic<bool> trim_pending{false};
-// Dead goroutines whose stacks return_freed_memory_soon leaves cached.
-constexpr std::size_t kKeptFreeGs = 64;
 
 #if !defined(GORO_ASAN)
 constexpr std::size_t kGranule = 16;
@@ -106,19 +91,5 @@ void pool_free(void* p, std::size_t size) noexcept {
 }
 
 #endif
-
-void return_freed_memory_soon() {
-  if (current_g() == nullptr || trim_pending.load(std::memory_order_relaxed)) return;
-  if (trim_pending.exchange(true, std::memory_order_acq_rel)) return;
-  goro::go(goro::GoOptions{.name = "memory return"}, [] {
-    goro::sleep(std::chrono::seconds(1));
-    // Cleared first: memory freed meanwhile asks for the next round.
-    trim_pending.store(false, std::memory_order_release);
-    while (release_free_gs(kKeptFreeGs, 64) == 64) goro::yield();
-#if defined(__GLIBC__)
-    goro::blocking([] { return malloc_trim(0); });
-#endif
-  });
-}
 
 }  // namespace goro::detail

@@ -5,7 +5,7 @@
 
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/detail/introspect.hpp>
-#include <goro/scheduler/detail/object_pool.hpp>
+#include <goro/scheduler/detail/memory_return.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>

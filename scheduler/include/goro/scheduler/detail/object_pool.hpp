@@ -25,16 +25,6 @@ void* pool_alloc(std::size_t size);
 // p from pool_alloc(size), same size.
 void pool_free(void* p, std::size_t size) noexcept;
 
-// Asks for memory the process holds unused to go back to the kernel about a second
-// from now, on a goroutine (at most one waits at a time): for a caller that has just
-// let much of it go (connections going idle, freeing their buffers and goroutines).
-// Then the stacks of dead goroutines past 64 are released, and malloc_trim returns
-// malloc's free memory: glibc gives back free memory from the middle of its heaps only
-// when asked, and the call walks every heap under its lock (milliseconds for tens of
-// megabytes), so it is made at most once a second, inside goro::blocking. Outside a
-// run nothing happens; without glibc only the stacks are released.
-void return_freed_memory_soon();
-
 // A base that gives a class pooled operator new and delete.
 struct Pooled {
   static void* operator new(std::size_t size) { return pool_alloc(size); }
