@@ -365,6 +365,9 @@ struct Sched {
   int exit_code = 0;
   std::int64_t start_time = 0;
   std::int64_t schedtrace_ns = 0;
+  // GORO_ASYNC_PREEMPT=0: sysmon asks a hog to yield at its next safe point but sends
+  // no signal (Go's asyncpreemptoff), for tools that handle signals badly (valgrind).
+  bool async_preempt = true;
 };
 
 extern Sched sched;

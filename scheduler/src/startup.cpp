@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -155,6 +156,8 @@ int run_main(std::function<int()> main_fn, Config config) {
     sched.schedtrace_ns = std::atoll(st) * 1'000'000;
   else
     sched.schedtrace_ns = 0;
+  const char* async_preempt = std::getenv("GORO_ASYNC_PREEMPT");
+  sched.async_preempt = async_preempt == nullptr || std::strcmp(async_preempt, "0") != 0;
   sched.coprimes.clear();
   for (int i = 1; i <= procs; ++i)
     if (std::gcd(i, procs) == 1) sched.coprimes.push_back(static_cast<std::uint32_t>(i));

@@ -153,7 +153,7 @@ bool preemptone(P* pp) {
   g->preempt.store(true, std::memory_order_relaxed);
   trace_event(TraceKind::preempt, g->id.load(std::memory_order_relaxed),
               static_cast<std::uint64_t>(pp->id));
-  if (pthread_kill(m->thread, SIGURG) != 0) return false;
+  if (!sched.async_preempt || pthread_kill(m->thread, SIGURG) != 0) return false;
   // The handler runs within microseconds if the G is in user code.
   const std::int64_t until = nanotime() + kMs;
   while (nanotime() < until) {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by callgrind: repeatable on a noisy machine, where
+# requests per second are not. One server runs under valgrind with 1 P; after start-up
+# the counters are zeroed, wrk sends pipelined GET /plaintext (16 per write, 8
+# connections) for a few seconds, and the counts of that window are divided by the
+# requests wrk saw answered.
+#
+#   loadtest/http/profile.sh            # goro-demo
+#   loadtest/http/profile.sh epoll      # the bare epoll loop, the ceiling
+#   SECONDS_OF_LOAD=4 TOP=25 loadtest/http/profile.sh goro
+#
+# Prints the total and the functions with the most instructions of their own; the
+# callgrind file is kept (its path is printed) for callgrind_annotate --inclusive=yes.
+# Knobs: BUILD_DIR (default build/dev: RelWithDebInfo, so lines and inlined frames
+# have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+peer="${1:-goro}"
+build="${BUILD_DIR:-$root/build/dev}"
+port="${PORT:-18190}"
+load_s="${SECONDS_OF_LOAD:-4}"
+top="${TOP:-25}"
+
+for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
+  command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
+done
+case "$peer" in
+  goro) server=("$build/examples/demo/goro-demo" --addr "127.0.0.1:$port") ;;
+  epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port") ;;
+  *) echo "profile.sh: peer is goro or epoll, not '$peer'" >&2; exit 2 ;;
+esac
+[ -x "${server[0]}" ] || { echo "profile.sh: ${server[0]} is not built (BUILD_DIR=$build)" >&2; exit 2; }
+
+out="$(mktemp -d)"
+# No preemption signal: callgrind asserts on signals that land while it switches threads.
+GORO_MAXPROCS=1 GORO_ASYNC_PREEMPT=0 valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
+  "${server[@]}" >"$out/server.log" 2>&1 &
+pid=$!
+trap 'kill -9 "$pid" 2>/dev/null || true' EXIT
+up=0
+for _ in $(seq 100); do
+  if curl -sf -o /dev/null "http://127.0.0.1:$port/plaintext"; then up=1; break; fi
+  sleep 0.2
+done
+[ "$up" = 1 ] || { echo "profile.sh: the server did not answer; see $out/server.log" >&2; exit 1; }
+
+callgrind_control -z "$pid" >/dev/null 2>&1
+requests=$(wrk -t1 -c8 -d"${load_s}s" -s "$here/pipeline16.lua" "http://127.0.0.1:$port/plaintext" |
+  awk '/requests in/ { print $1 }')
+callgrind_control -d "$pid" >/dev/null 2>&1
+kill -INT "$pid" 2>/dev/null || true
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null || true  # the bare loop has no clean stop
+wait "$pid" 2>/dev/null || true
+trap - EXIT
+
+# The dump after the zeroing is the one with a part number.
+dump=$(ls -t "$out"/callgrind.out.* 2>/dev/null | head -1)
+[ -n "$dump" ] || { echo "profile.sh: callgrind wrote no dump; see $out/server.log" >&2; exit 1; }
+total=$(callgrind_annotate "$dump" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+echo "$peer: $requests requests, $total instructions: $((total / requests)) per request"
+echo "(pipelined x16, 8 connections, 1 P, ${load_s} s under callgrind; file: $dump)"
+callgrind_annotate "$dump" | awk '/file:function/ { on = 1; getline; next } on && /^-+$/ { exit } on && NF' |
+  head -n "$top" | sed -E 's/ \[[^]]*\]$//' | cut -c1-160
