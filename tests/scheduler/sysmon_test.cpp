@@ -13,6 +13,7 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -729,6 +730,19 @@ void hog_cpu(std::int64_t ns) {
     for (int k = 0; k < 1000; ++k) n = n + 1;
 }
 
+// Threads of this process under SCHED_IDLE: a hog's thread that was never moved back.
+int threads_under_sched_idle() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(dir)) {
+      const int tid = std::atoi(e->d_name);
+      if (tid > 0 && syscall(SYS_sched_getscheduler, tid) == SCHED_IDLE) ++n;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
 class SysmonPreempt : public WithProcs {};
 INSTANTIATE_TEST_SUITE_P(Procs, SysmonPreempt, ::testing::Values(1, 2), goro_test::procs_name);
 
@@ -850,6 +864,7 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
   constexpr int kRounds = 4;
   std::vector<double> worst_ms;
   std::uint64_t preemptions = 0;
+  int left_idle = -1;
   run([&] {
     const std::uint64_t p0 = goro::detail::preemptions();
     std::vector<Stamp> ticks;  // all rounds: earlier stamps give each thread a baseline
@@ -871,6 +886,7 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
       worst_ms.push_back(gaps_within(ticks, begin, ticks.back().t, 0).runtime_largest / 1e6);
     }
     preemptions = goro::detail::preemptions() - p0;
+    left_idle = threads_under_sched_idle();
   });
   std::string rounds;
   for (double w : worst_ms) rounds += std::to_string(w).substr(0, 5) + " ms ";
@@ -880,6 +896,9 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
       GetParam(), rounds.c_str(), static_cast<unsigned long long>(preemptions));
   for (std::size_t r = 0; r < worst_ms.size(); ++r)
     EXPECT_LE(worst_ms[r], 75.0) << "round " << r << ": the hog was not preempted";
+  // Each hog exited while detached: its exit is a safe point, which moves the thread
+  // back, or the next goroutine there would run under SCHED_IDLE.
+  EXPECT_EQ(left_idle, 0) << "a thread stayed under SCHED_IDLE after its hog exited";
 }
 
 // After a blocking call's hand-off, the P runs on a thread that sysmon started. A hog
