@@ -6,8 +6,6 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,12 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "hog_util.hpp"
 #include "netpoll_test_util.hpp"
 #include "sync_test_util.hpp"
 
 namespace {
 
 using goro::detail::nanotime;
+using goro_test::hog_cpu;
 using goro_test::kMs;
 using goro_test::Pipe;
 
@@ -30,20 +30,6 @@ constexpr bool kTsan = true;
 #else
 constexpr bool kTsan = false;
 #endif
-
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// Burns `ns` of this thread's CPU (or ten times that of wall time) with no runtime call.
-void hog_cpu(std::int64_t ns) {
-  volatile std::uint64_t n = 0;
-  const std::int64_t cpu_end = thread_cpu_ns() + ns, wall_end = nanotime() + 10 * ns;
-  while (thread_cpu_ns() < cpu_end && nanotime() < wall_end)
-    for (int k = 0; k < 1000; ++k) n = n + 1;
-}
 
 class PreemptLatency : public goro_test::WithProcs {};
 INSTANTIATE_TEST_SUITE_P(Procs, PreemptLatency, ::testing::Values(1, 2, 4),

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "hog_util.hpp"
 #include "sync_test_util.hpp"
 #include "watchdog_util.hpp"
 
@@ -715,20 +716,7 @@ void hog(std::int64_t ns, const std::atomic<bool>* stop = nullptr) {
   }
 }
 
-// A hog that burns `ns` of its thread's CPU time (not wall time: on a loaded machine a
-// wall-clock hog would do less work, and its victims' gaps would shrink with it), with
-// a wall-clock cap of 10x that.
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-void hog_cpu(std::int64_t ns) {
-  volatile std::uint64_t n = 0;
-  const std::int64_t cpu_end = thread_cpu_ns() + ns, wall_end = nanotime() + 10 * ns;
-  while (thread_cpu_ns() < cpu_end && nanotime() < wall_end)
-    for (int k = 0; k < 1000; ++k) n = n + 1;
-}
+using goro_test::hog_cpu;
 
 // Threads of this process under SCHED_IDLE: a hog's thread that was never moved back.
 int threads_under_sched_idle() {
