@@ -179,9 +179,10 @@ struct M {
   // them has claimed the detach and is deciding (sysmon: detach_blocked), and the
   // thread, at its safe point, waits for the outcome. Lock-free, so async-signal safe.
   std::atomic<int> preempt_detached{0};
-  // Set with preempt_detached when the handler also moved this thread to SCHED_IDLE
-  // (hog_priority_lower), for the safe point to move it back.
-  volatile sig_atomic_t hog_lowered = 0;
+  // Set with preempt_detached when the handler also lowered this thread's priority
+  // (hog_priority_lower): the nice value to restore, as the kernel reports it (20 -
+  // nice), 0 when it was not lowered.
+  volatile sig_atomic_t hog_saved_prio = 0;
   std::atomic<bool> exited{false};  // read by run_main's shutdown
   // The goroutine wired to this M by lock_os_thread: while it is set, this M runs no
   // other goroutine; when that one is not running, it waits, without a P, for the M

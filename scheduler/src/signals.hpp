@@ -10,15 +10,14 @@ namespace goro::detail {
 void install_runtime_signals();
 
 // A goroutine the preemption signal detached from its P keeps running on its thread
-// (a hog); the handler moves that thread to SCHED_IDLE, so the kernel runs it only
-// when the threads that hold Ps leave the core, and the hog's next safe point moves it
-// back to SCHED_OTHER. Only where the process may leave SCHED_IDLE again (root,
-// CAP_SYS_NICE or an RLIMIT_NICE that allows nice 0), which hog_priority_probe finds
-// out once, on a thread of its own, before the first run.
+// (a hog); the handler drops that thread to nice 19 so the threads that hold Ps keep
+// their cores, and the hog's next safe point restores it. Only where the process may
+// raise a thread's priority back (root, CAP_SYS_NICE or RLIMIT_NICE), which
+// hog_priority_probe finds out once, on a thread of its own, before the first run.
 void hog_priority_probe();
-// Async-signal-safe: lowers the calling thread's priority, noting it in m.
+// Async-signal-safe: lowers the calling thread's priority, saving it in m.
 void hog_priority_lower(M* m);
-// Undoes hog_priority_lower, if it lowered anything.
+// Restores what hog_priority_lower saved, if anything.
 void hog_priority_restore(M* m);
 
 // Prints "goroutine N: stack overflow" on stderr and aborts the process. Async-signal

@@ -718,13 +718,13 @@ void hog(std::int64_t ns, const std::atomic<bool>* stop = nullptr) {
 
 using goro_test::hog_cpu;
 
-// Threads of this process under SCHED_IDLE: a hog's thread that was never moved back.
-int threads_under_sched_idle() {
+// Threads of this process at nice 19: a hog's thread whose priority was never restored.
+int threads_at_nice_19() {
   int n = 0;
   if (DIR* dir = opendir("/proc/self/task")) {
     while (dirent* e = readdir(dir)) {
       const int tid = std::atoi(e->d_name);
-      if (tid > 0 && syscall(SYS_sched_getscheduler, tid) == SCHED_IDLE) ++n;
+      if (tid > 0 && 20 - syscall(SYS_getpriority, PRIO_PROCESS, tid) == 19) ++n;
     }
     closedir(dir);
   }
@@ -874,7 +874,7 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
       worst_ms.push_back(gaps_within(ticks, begin, ticks.back().t, 0).runtime_largest / 1e6);
     }
     preemptions = goro::detail::preemptions() - p0;
-    left_idle = threads_under_sched_idle();
+    left_idle = threads_at_nice_19();
   });
   std::string rounds;
   for (double w : worst_ms) rounds += std::to_string(w).substr(0, 5) + " ms ";
@@ -884,9 +884,9 @@ TEST_P(SysmonPreempt, EveryHogIsPreemptedRoundAfterRound) {
       GetParam(), rounds.c_str(), static_cast<unsigned long long>(preemptions));
   for (std::size_t r = 0; r < worst_ms.size(); ++r)
     EXPECT_LE(worst_ms[r], 75.0) << "round " << r << ": the hog was not preempted";
-  // Each hog exited while detached: its exit is a safe point, which moves the thread
-  // back, or the next goroutine there would run under SCHED_IDLE.
-  EXPECT_EQ(left_idle, 0) << "a thread stayed under SCHED_IDLE after its hog exited";
+  // Each hog exited while detached: its exit is a safe point, which restores the
+  // thread's priority, or the next goroutine there would run at nice 19.
+  EXPECT_EQ(left_idle, 0) << "a thread stayed at nice 19 after its hog exited";
 }
 
 // After a blocking call's hand-off, the P runs on a thread that sysmon started. A hog
@@ -947,35 +947,33 @@ TEST(SysmonPreemptAfterHandOff, HogOnThreadStartedBySysmonIsPreempted) {
   EXPECT_LE(worst, 75.0) << "the hog was not preempted";
 }
 
-// The calling thread's scheduling policy.
-int thread_policy() {
-  return static_cast<int>(syscall(SYS_sched_getscheduler, static_cast<pid_t>(syscall(SYS_gettid))));
-}
-bool set_thread_policy(int policy) {
-  sched_param param{};
-  return sched_setscheduler(static_cast<pid_t>(syscall(SYS_gettid)), policy, &param) == 0;
+// The calling thread's nice value.
+int thread_nice() {
+  return 20 - static_cast<int>(syscall(SYS_getpriority, PRIO_PROCESS,
+                                       static_cast<id_t>(syscall(SYS_gettid))));
 }
 
-// Whether this process may leave SCHED_IDLE again after entering it (what the runtime
-// probes before it lowers a hog), tried on a throwaway thread.
+// Whether this process may raise a thread's priority back after lowering it (what the
+// runtime needs to lower a hog's): tried on a thread of its own.
 bool can_restore_priority() {
   bool ok = false;
   std::thread([&] {
-    ok = thread_policy() == SCHED_OTHER && set_thread_policy(SCHED_IDLE) &&
-         set_thread_policy(SCHED_OTHER);
+    const int nice = thread_nice();
+    ok = nice < 19 && setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) == 0 &&
+         setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice) == 0;
   }).join();
   return ok;
 }
 
-// A hog the preemption signal detached runs under SCHED_IDLE, so the thread that took
-// its P keeps the core; at its next safe point it is back under SCHED_OTHER.
+// A hog the preemption signal detached runs at nice 19, so the thread that took its P
+// keeps the core; at its next safe point its priority is back where it was.
 TEST(SysmonPreempt, DetachedHogRunsAtLowPriorityUntilItsNextSafePoint) {
   if (kTsan) GTEST_SKIP() << kTsanSkip;
   if (!can_restore_priority())
-    GTEST_SKIP() << "cannot leave SCHED_IDLE again here (no CAP_SYS_NICE or RLIMIT_NICE)";
-  ASSERT_EQ(thread_policy(), SCHED_OTHER);
-  std::atomic<bool> idle_while_hogging{false};
-  int after_safe_point = -1;
+    GTEST_SKIP() << "cannot raise a thread's priority back here (no CAP_SYS_NICE or RLIMIT_NICE)";
+  const int base = thread_nice();
+  int seen_while_hogging = base;
+  int after_safe_point = -100;
   goro::run(
       [&] {
         std::atomic<bool> stop{false};
@@ -985,25 +983,23 @@ TEST(SysmonPreempt, DetachedHogRunsAtLowPriorityUntilItsNextSafePoint) {
           // No runtime call in this loop: only the signal can take the P from it.
           const std::int64_t give_up = nanotime() + 3000 * kMs;
           while (!stop.load(std::memory_order_relaxed) && nanotime() < give_up) {
-            if (thread_policy() == SCHED_IDLE) {
-              idle_while_hogging.store(true);
-              break;
-            }
+            seen_while_hogging = std::max(seen_while_hogging, thread_nice());
+            if (seen_while_hogging == 19) break;
           }
           goro::yield();  // a safe point
-          after_safe_point = thread_policy();
+          after_safe_point = thread_nice();
           wg.done();
         });
         // Main wants the P back every millisecond: sysmon preempts the hog for it.
         const std::int64_t until = nanotime() + 2000 * kMs;
-        while (nanotime() < until && !idle_while_hogging) goro::sleep(1ms);
+        while (nanotime() < until && seen_while_hogging != 19) goro::sleep(1ms);
         stop.store(true);
         wg.wait();
       },
       procs(1));
-  EXPECT_TRUE(idle_while_hogging.load()) << "the detached hog kept its priority";
-  EXPECT_EQ(after_safe_point, SCHED_OTHER) << "the priority was not restored at the safe point";
-  EXPECT_EQ(thread_policy(), SCHED_OTHER);
+  EXPECT_EQ(seen_while_hogging, 19) << "the detached hog kept its priority";
+  EXPECT_EQ(after_safe_point, base) << "the priority was not restored at the safe point";
+  EXPECT_EQ(thread_nice(), base);
 }
 
 // ---------------------------------------------------------------------------------
