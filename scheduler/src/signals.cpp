@@ -40,7 +40,8 @@ struct sigaction old_bus;
 // The nice value a detached hog runs at. Not SCHED_IDLE, though it gave requests beside
 // hogs a lower p99 (1.6 against 2.6 ms): a hog there gets a fifth of nice 19's share of
 // a busy core, and a CPU-bound goroutine the program waits for (a TLS client loading a
-// CA bundle while other goroutines keep every P busy) took 95 s instead of under 1.
+// CA bundle under TSan while other goroutines kept every P busy) took 95 s, and libpq
+// gave up on its handshake.
 constexpr int kHogNice = 19;
 // Whether a thread's priority, once lowered, can be raised back (hog_priority_probe).
 std::atomic<bool> hog_priority_ok{false};
