@@ -39,6 +39,18 @@ std::string_view status_line(int status) {
   return lines[static_cast<std::size_t>(status - 100)];
 }
 
+void append_status_line(std::string& out, int status) {
+  if (std::string_view line = status_line(status); !line.empty()) {
+    out.append(line);
+    return;
+  }
+  out.append("HTTP/1.1 ");
+  append_number(out, static_cast<std::uint64_t>(status));
+  out.push_back(' ');
+  out.append(reason_phrase(status));
+  out.append("\r\n");
+}
+
 // The header fields send_head looks at: the ones the writer manages itself (a
 // handler's values for them are not copied verbatim), and the two it adds unless the
 // handler did.
@@ -121,15 +133,7 @@ std::error_code ResponseWriter::json(std::string_view body, int status) {
 std::error_code ResponseWriter::send_head(bool final) {
   if (sink_->frames_response()) return send_framed_head(final);
   head_.clear();
-  if (std::string_view line = status_line(status_); !line.empty()) {
-    head_.append(line);
-  } else {
-    head_.append("HTTP/1.1 ");
-    append_number(head_, static_cast<std::uint64_t>(status_));
-    head_.push_back(' ');
-    head_.append(reason_phrase(status_));
-    head_.append("\r\n");
-  }
+  append_status_line(head_, status_);
   // One pass over the handler's fields: the others are copied, the first value of each
   // managed one noted.
   std::string_view content_length, connection;
@@ -364,11 +368,7 @@ void build_error_response(std::string& out, int status, std::string_view message
   }
   body.push_back('\n');
   out.clear();
-  out.append("HTTP/1.1 ");
-  append_number(out, static_cast<std::uint64_t>(status));
-  out.push_back(' ');
-  out.append(reason_phrase(status));
-  out.append("\r\n");
+  append_status_line(out, status);
   append_date_header(out);
   out.append("Server: goro\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
   append_number(out, body.size());
