@@ -102,6 +102,38 @@ TEST(Router, MostSpecificWins) {
   EXPECT_EQ(dispatch(r, "PUT", "/users/1/anything").body, "any-method");
 }
 
+// Literal routes are found by their whole path; these are the cases where that shortcut
+// could answer differently from trying the routes most specific first.
+TEST(Router, LiteralPathsAnswerAsTheFullWalkDoes) {
+  Router r;
+  r.handle("GET /a/b", named("get-ab"));
+  r.handle("POST /{x}/b", named("post-xb", {"x"}));
+  r.handle("/a/b", named("any-ab"));
+  r.handle("GET /a%2Fb", named("slash-in-one-segment"));
+  r.handle("GET /caf%C3%A9", named("cafe"));
+  r.handle("HEAD /h", named("head-h"));
+  r.handle("GET /h", named("get-h"));
+  r.handle("GET /{x}", named("one", {"x"}));
+
+  EXPECT_EQ(dispatch(r, "GET", "/a/b").body, "get-ab");
+  EXPECT_EQ(dispatch(r, "HEAD", "/a/b").status, 200);
+  EXPECT_EQ(dispatch(r, "DELETE", "/a/b").body, "any-ab");
+  // The literal "/a/b" with a method beats "POST /{x}/b" only for GET and HEAD; the
+  // literal route without one still beats the wildcard for POST.
+  EXPECT_EQ(dispatch(r, "POST", "/a/b").body, "any-ab");
+  EXPECT_EQ(dispatch(r, "POST", "/z/b").body, "post-xb x=z");
+  // Escapes: the same literal spelled with one, and a "%2F" that is not a separator.
+  EXPECT_EQ(dispatch(r, "GET", "/%61/b").body, "get-ab");
+  EXPECT_EQ(dispatch(r, "GET", "/a%2Fb").body, "slash-in-one-segment");
+  EXPECT_EQ(dispatch(r, "GET", "/caf%C3%A9").body, "cafe");
+  // HEAD: its own route first when it was registered first, as in the walk.
+  EXPECT_EQ(dispatch(r, "HEAD", "/h").status, 200);
+  EXPECT_EQ(dispatch(r, "GET", "/h").body, "get-h");
+  EXPECT_EQ(dispatch(r, "GET", "/hh").body, "one x=hh");
+  EXPECT_EQ(dispatch(r, "POST", "/h").status, 405);
+  EXPECT_EQ(dispatch(r, "POST", "/h").allow, "GET, HEAD");
+}
+
 TEST(Router, ValuesAreDecodedPerSegment) {
   Router r;
   r.handle("GET /files/{name}", named("file", {"name"}));
