@@ -8,11 +8,12 @@
 #   loadtest/http/profile.sh            # goro-demo
 #   loadtest/http/profile.sh epoll      # the bare epoll loop, the ceiling
 #   SECONDS_OF_LOAD=4 TOP=25 loadtest/http/profile.sh goro
+#   PIPELINE=0 loadtest/http/profile.sh goro   # one request per round trip, 64 connections
 #
 # Prints the total and the functions with the most instructions of their own; the
 # callgrind file is kept (its path is printed) for callgrind_annotate --inclusive=yes.
 # Knobs: BUILD_DIR (default build/dev: RelWithDebInfo, so lines and inlined frames
-# have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25.
+# have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25, PIPELINE=1.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +23,7 @@ build="${BUILD_DIR:-$root/build/dev}"
 port="${PORT:-18190}"
 load_s="${SECONDS_OF_LOAD:-4}"
 top="${TOP:-25}"
+pipeline="${PIPELINE:-1}"
 
 for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
   command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
@@ -47,7 +49,12 @@ done
 [ "$up" = 1 ] || { echo "profile.sh: the server did not answer; see $out/server.log" >&2; exit 1; }
 
 callgrind_control -z "$pid" >/dev/null 2>&1
-requests=$(wrk -t1 -c8 -d"${load_s}s" -s "$here/pipeline16.lua" "http://127.0.0.1:$port/plaintext" |
+if [ "$pipeline" = 1 ]; then
+  load=(-c8 -s "$here/pipeline16.lua"); shape="pipelined x16, 8 connections"
+else
+  load=(-c64); shape="keep-alive, one request per round trip, 64 connections"
+fi
+requests=$(wrk -t1 "${load[@]}" -d"${load_s}s" "http://127.0.0.1:$port/plaintext" |
   awk '/requests in/ { print $1 }')
 callgrind_control -d "$pid" >/dev/null 2>&1
 kill -INT "$pid" 2>/dev/null || true
@@ -61,6 +68,6 @@ dump=$(ls -t "$out"/callgrind.out.* 2>/dev/null | head -1)
 [ -n "$dump" ] || { echo "profile.sh: callgrind wrote no dump; see $out/server.log" >&2; exit 1; }
 total=$(callgrind_annotate "$dump" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
 echo "$peer: $requests requests, $total instructions: $((total / requests)) per request"
-echo "(pipelined x16, 8 connections, 1 P, ${load_s} s under callgrind; file: $dump)"
+echo "($shape, 1 P, ${load_s} s under callgrind; file: $dump)"
 callgrind_annotate "$dump" | awk '/file:function/ { on = 1; getline; next } on && /^-+$/ { exit } on && NF' |
   head -n "$top" | sed -E 's/ \[[^]]*\]$//' | cut -c1-160
