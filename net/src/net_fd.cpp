@@ -107,7 +107,11 @@ std::error_code NetFd::close() {
 
 bool NetFd::deadline_passed(IoMode mode) const noexcept {
   std::int64_t d = deadline(mode);
-  return d != 0 && rt::nanotime() >= d;
+  if (d == 0) return false;
+  // In a run, the poll descriptor's flag, as Go does: no clock read per operation.
+  if (pd_ != nullptr && poll_generation_ == rt::poll_generation())
+    return rt::poll_deadline_expired(pd_, mode);
+  return rt::nanotime() >= d;
 }
 
 // Parks until the fd may be ready for mode. The hot paths compare the status and build

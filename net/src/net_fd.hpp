@@ -99,7 +99,8 @@ class NetFd : public goro::detail::Pooled {
 
  private:
   class OpGuard;
-  // Whether mode's deadline has passed (Go fails then even with data ready).
+  // Whether mode's deadline has passed (Go fails then even with data ready). In a run
+  // that is when its timer has expired it (see poll_set_deadline), not a clock read.
   bool deadline_passed(IoMode mode) const noexcept;
   // Parks until fd may be ready for mode (read or write); a status other than ready is
   // turned into errc::timeout or errc::closed by wait_error (net_fd.cpp).

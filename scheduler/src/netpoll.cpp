@@ -606,21 +606,26 @@ std::uint64_t poll_event_data(PollDesc* pd) {
 
 bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
+bool poll_deadline_expired(const PollDesc* pd, IoMode mode) {
+  return (mode == IoMode::read ? pd->rd_expired : pd->wd_expired).load(std::memory_order_acquire);
+}
+
 void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode) {
   G* woken[2] = {nullptr, nullptr};
   std::int64_t wake[2] = {0, 0};  // timer_wake after the unlock: it may start a thread
   pd->lock.lock();
-  const std::int64_t now = nanotime();
   auto apply = [&](IoMode which, std::int64_t& field, PollDesc::DeadlineTimer& dt,
                    std::atomic<bool>& expired, G*& out, std::int64_t& wake_at) {
     field = deadline;
     expired.store(false, std::memory_order_release);
-    // Later than the pending timer: it re-arms itself for this when it fires.
-    if (deadline > now && dt.armed != 0 && dt.armed <= deadline) return;
+    // Not earlier than the pending timer: it fires first and then re-arms itself for
+    // this deadline, or expires it if this one has passed too. The common case (a
+    // connection's deadline pushed a little later for each request) reads no clock.
+    if (dt.armed != 0 && dt.armed <= deadline) return;
     timer_stop_nowait(&dt.timer);
     dt.armed = 0;
     if (deadline == 0) return;
-    if (deadline <= now) {
+    if (deadline <= nanotime()) {
       expired.store(true, std::memory_order_release);
       out = unblock(pd, which, false);
       return;

@@ -88,7 +88,13 @@ bool poll_hangup_or_urgent_seen(PollDesc* pd);
 
 // Sets the deadline of mode read, write or both: an absolute nanotime(), 0 for none,
 // or a time in the past (waits then return timeout at once). A G already parked sees
-// the new deadline.
+// the new deadline. A deadline that passes is expired by a timer, so it is seen up to
+// one timer check late, as Go's are; one already past when set expires at once, unless
+// an earlier one, already passed too, still has its timer to fire.
 void poll_set_deadline(PollDesc* pd, std::int64_t deadline, IoMode mode);
+
+// Whether mode's deadline (read or write) has expired: its timer fired, or it was set
+// in the past. Cleared by poll_set_deadline.
+bool poll_deadline_expired(const PollDesc* pd, IoMode mode);
 
 }  // namespace goro::detail
