@@ -23,6 +23,7 @@
 #include "server_conn.hpp"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <string>
 
@@ -84,6 +85,54 @@ std::unique_ptr<ServerConn::Exchange> ServerConn::new_exchange() const {
       Request(), ResponseWriter(), std::string(), std::string()});
 }
 
+namespace {
+
+// The exchanges lent on this thread (lend_exchange), the most recent last. Thread-local
+// is safe here: nothing between taking or lending one and touching the list calls the
+// runtime, so the goroutine cannot move to another thread meanwhile.
+constexpr std::size_t kLentExchanges = 8;
+template <class Exchange>
+struct LentExchanges {
+  std::array<std::unique_ptr<Exchange>, kLentExchanges> lent;
+  std::size_t count = 0;
+};
+
+template <class Exchange>
+LentExchanges<Exchange>& lent_exchanges() {
+  thread_local LentExchanges<Exchange> l;
+  return l;
+}
+
+}  // namespace
+
+std::unique_ptr<ServerConn::Exchange> ServerConn::take_exchange() const {
+  LentExchanges<Exchange>& l = lent_exchanges<Exchange>();
+  const ServerOptions& o = server_->options;
+  const ParserLimits limits{o.max_request_line, o.max_header_bytes, o.max_body_bytes};
+  for (std::size_t i = l.count; i-- > 0;) {
+    if (!l.lent[i]->parser.made_with(limits, o.read_buffer_size)) continue;
+    std::unique_ptr<Exchange> x = std::move(l.lent[i]);
+    std::move(l.lent.begin() + static_cast<std::ptrdiff_t>(i + 1),
+              l.lent.begin() + static_cast<std::ptrdiff_t>(l.count),
+              l.lent.begin() + static_cast<std::ptrdiff_t>(i));
+    --l.count;
+    x->parser.reset_connection();
+    return x;
+  }
+  return new_exchange();
+}
+
+void ServerConn::lend_exchange(std::unique_ptr<Exchange> x) {
+  LentExchanges<Exchange>& l = lent_exchanges<Exchange>();
+  if (l.count == kLentExchanges) {
+    std::unique_ptr<Exchange> oldest = std::move(l.lent[0]);
+    std::move(l.lent.begin() + 1, l.lent.end(), l.lent.begin());
+    --l.count;
+    oldest->parser.release_buffer();  // its page back to the kernel
+  }
+  l.lent[l.count++] = std::move(x);
+}
+
 ServerConn::Served ServerConn::serve() {
   remote_ = stream_->remote_addr().to_string();
   if (wants_http2()) {
@@ -97,7 +146,7 @@ ServerConn::Served ServerConn::serve() {
 
 void ServerConn::resume(void* self) {
   auto* conn = static_cast<ServerConn*>(self);
-  conn->x_ = conn->new_exchange();
+  conn->x_ = conn->take_exchange();
   if (conn->serve_requests(false, true) == Served::ended) delete conn;
 }
 
@@ -130,11 +179,17 @@ std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   const std::chrono::nanoseconds idle = server_->options.idle_timeout;
   const bool release = idle.count() <= 0 || idle > kIdleRelease;
   set_read_deadline(deadline_in(release ? kIdleRelease : idle));
-  std::span<char> space = x_->parser.read_space();
-  Result<std::size_t> n = stream_->read(space.data(), space.size());
-  if (n || !release || !net::is_timeout(n.error())) return n;
-  x_->parser.release_buffer();  // its page back to the kernel, not to the pool's cache
-  x_.reset();
+  // The wait holds no exchange: it is lent (lend_exchange) until bytes arrive.
+  lend_exchange(std::move(x_));
+  const std::error_code waited = stream_->wait_readable();
+  if (!waited || !release || !net::is_timeout(waited)) {
+    x_ = take_exchange();
+    if (waited) return Result<std::size_t>(waited);
+    std::span<char> space = x_->parser.read_space();
+    Result<std::size_t> n = stream_->read(space.data(), space.size());
+    if (n || !release || !net::is_timeout(n.error())) return n;
+    lend_exchange(std::move(x_));
+  }
   goro::detail::return_freed_memory_soon();
   // The full idle_timeout, counted from the start of the wait.
   set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - kIdleRelease) : net::no_deadline);
@@ -144,10 +199,10 @@ std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   }
   goro::detail::release_unused_stack();
   char first;
-  n = stream_->read(&first, 1);
-  x_ = new_exchange();
+  Result<std::size_t> n = stream_->read(&first, 1);
+  x_ = take_exchange();
   if (!n || *n == 0) return n;
-  space = x_->parser.read_space();
+  std::span<char> space = x_->parser.read_space();
   space[0] = first;
   return std::size_t{1};
 }

@@ -171,6 +171,17 @@ std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   return {};
 }
 
+std::error_code NetFd::wait_readable() {
+  OpGuard guard(*this, OpGuard::read);
+  if (!guard.held()) return errc::closed;
+  if (deadline_passed(IoMode::read)) return errc::timeout;
+  // As read does before its recv (see there): only a drained queue needs the wait.
+  if (!drained_ || rt::poll_hangup_or_urgent_seen(pd_)) return {};
+  if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
+  drained_ = false;
+  return {};
+}
+
 Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;

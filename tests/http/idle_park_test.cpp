@@ -103,6 +103,74 @@ TEST_P(IdlePark, ParkedConnectionsHoldNoGoroutineAndServeTheirNextRequests) {
   EXPECT_EQ(third->body, "path /third");
 }
 
+// Describes the request as the handler saw it: its peer, its header fields, its body,
+// and how many response fields were there before the handler set any. /mark also sets
+// a response field.
+Handler describe() {
+  return [](Request& req, ResponseWriter& w) {
+    std::string out = "remote " + std::string(req.remote_addr()) + "\n";
+    out += "fields before " + std::to_string(w.header().size()) + "\n";
+    for (const HeaderField& f : req.headers())
+      out += std::string(f.name) + ": " + std::string(f.value) + "\n";
+    auto body = req.body();
+    out += "body [" + (body ? *body : std::string("error")) + "]\n";
+    if (req.path() == "/mark") w.header().set("X-Mark", "set");
+    w.text(out);
+  };
+}
+
+// A connection that waits for its next request lends its parser, buffers and request
+// objects to the next connection its thread serves. Two clients taking turns must see
+// nothing of each other: not the other's header fields, body, peer address or response
+// fields, whether a request comes whole, pipelined or split.
+TEST_P(IdlePark, ConnectionsTakingTurnsSeeNothingOfEachOther) {
+  TestServer server(describe(), ServerOptions{}, GetParam());
+  ASSERT_NE(server.port(), 0);
+  RawConn a(server.port()), b(server.port());
+  const std::string mark_a =
+      "POST /mark HTTP/1.1\r\nHost: x\r\nX-Secret: from-a\r\nContent-Length: 6\r\n\r\nsecret";
+  const std::string plain_b = "GET /plain HTTP/1.1\r\nHost: x\r\nX-Other: b\r\n\r\n";
+  std::string remote_a, remote_b;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    if (round % 3 == 1) {
+      ASSERT_TRUE(a.send(mark_a + mark_a));  // pipelined
+    } else {
+      ASSERT_TRUE(a.send(mark_a));
+    }
+    for (int n = round % 3 == 1 ? 2 : 1; n > 0; --n) {
+      auto r = a.read_response();
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->header("x-mark"), "set");
+      EXPECT_NE(r->body.find("X-Secret: from-a\n"), std::string::npos) << r->body;
+      EXPECT_NE(r->body.find("body [secret]\n"), std::string::npos) << r->body;
+      EXPECT_EQ(r->body.find("X-Other"), std::string::npos) << r->body;
+      EXPECT_NE(r->body.find("fields before 0\n"), std::string::npos) << r->body;
+      const std::string remote = r->body.substr(0, r->body.find('\n'));
+      if (remote_a.empty()) remote_a = remote;
+      EXPECT_EQ(remote, remote_a);
+    }
+    if (round % 3 == 2) {
+      ASSERT_TRUE(b.send(plain_b.substr(0, 9)));  // split inside the request line
+      std::this_thread::sleep_for(5ms);
+      ASSERT_TRUE(b.send(plain_b.substr(9)));
+    } else {
+      ASSERT_TRUE(b.send(plain_b));
+    }
+    auto r = b.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->count("x-mark"), 0u);
+    EXPECT_NE(r->body.find("X-Other: b\n"), std::string::npos) << r->body;
+    EXPECT_EQ(r->body.find("ecret"), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("body []\n"), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("fields before 0\n"), std::string::npos) << r->body;
+    const std::string remote = r->body.substr(0, r->body.find('\n'));
+    if (remote_b.empty()) remote_b = remote;
+    EXPECT_EQ(remote, remote_b);
+  }
+  EXPECT_NE(remote_a, remote_b);
+}
+
 // The idle timeout counts from the start of the idle wait, parked or not.
 TEST_P(IdlePark, IdleTimeoutClosesAParkedConnectionOnTime) {
   ServerOptions options;
