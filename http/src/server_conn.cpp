@@ -167,14 +167,16 @@ ServerConn::Served ServerConn::serve_requests(bool first, bool resumed) {
 }
 
 // Reads the first bytes of the next request on an idle keep-alive connection, waiting
-// at most idle_timeout. A busy connection never pays for more than that read. One
-// still idle after kIdleRelease gives back its exchange (the parser and its read
-// buffer, the request, the response buffers) and parks: its stream starts a goroutine
-// (resume) when bytes arrive, the deadline passes or shutdown closes it, so an idle
-// connection holds no goroutine and no stack, only this object and its socket. A
-// stream that cannot do that (TLS), or a connection served by Server::serve_conn,
-// waits on instead for one byte read onto the stack, after releasing the stack's pages
-// below this frame. Returns nullopt when the connection parked.
+// at most idle_timeout. While it waits the connection holds no exchange (the parser
+// and its read buffer, the request, the response buffers): it lends it to its thread
+// and takes one back when bytes arrive (a stream that cannot wait without reading,
+// TLS, takes it back at once and waits in the read). One still idle after
+// kIdleRelease parks: its stream starts a goroutine (resume) when bytes arrive, the
+// deadline passes or shutdown closes it, so an idle connection holds no goroutine and
+// no stack, only this object and its socket. A stream that cannot do that (TLS), or a
+// connection served by Server::serve_conn, waits on instead for one byte read onto the
+// stack, after releasing the stack's pages below this frame. Returns nullopt when the
+// connection parked.
 std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   const std::chrono::nanoseconds idle = server_->options.idle_timeout;
   const bool release = idle.count() <= 0 || idle > kIdleRelease;
