@@ -171,14 +171,28 @@ std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {
   return {};
 }
 
+// The previous read came back short, so it drained the receive queue: reading now
+// would only get EAGAIN (one wasted syscall per message in request/response traffic).
+// Wait for readiness first. Edge-triggered epoll reports any data that arrived after
+// the drain, so nothing is missed; a readiness edge older than the drain costs the one
+// EAGAIN this saves. Not after a hang-up: an end of stream or an error that came with
+// the data is still there to read, with no edge to come. Nor after TCP urgent data: a
+// read stops short at the urgent mark, the rest queued.
+rt::PollStatus NetFd::wait_if_drained() noexcept {
+  if (!drained_) return rt::PollStatus::ready;
+  // A wait that fails (a deadline) leaves the queue as drained as it found it.
+  if (!rt::poll_hangup_or_urgent_seen(pd_)) {
+    if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return st;
+  }
+  drained_ = false;
+  return rt::PollStatus::ready;
+}
+
 std::error_code NetFd::wait_readable() {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;
   if (deadline_passed(IoMode::read)) return errc::timeout;
-  // As read does before its recv (see there): only a drained queue needs the wait.
-  if (!drained_ || rt::poll_hangup_or_urgent_seen(pd_)) return {};
-  if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
-  drained_ = false;
+  if (auto st = wait_if_drained(); st != rt::PollStatus::ready) return wait_error(st);
   return {};
 }
 
@@ -187,20 +201,7 @@ Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   if (!guard.held()) return errc::closed;
   if (deadline_passed(IoMode::read)) return errc::timeout;
   if (len == 0) return std::size_t{0};
-  // The previous read came back short, so it drained the receive queue: reading now
-  // would only get EAGAIN (one wasted syscall per message in request/response
-  // traffic). Wait for readiness first. Edge-triggered epoll reports any data that
-  // arrived after the drain, so nothing is missed; a readiness edge older than the
-  // drain costs the one EAGAIN this saves. Not after a hang-up: an end of stream or an
-  // error that came with the data is still there to read, with no edge to come. Nor
-  // after TCP urgent data: a read stops short at the urgent mark, the rest queued.
-  if (drained_) {
-    // A wait that fails (a deadline) leaves the queue as drained as it found it.
-    if (!rt::poll_hangup_or_urgent_seen(pd_)) {
-      if (auto st = wait(IoMode::read); st != rt::PollStatus::ready) return wait_error(st);
-    }
-    drained_ = false;
-  }
+  if (auto st = wait_if_drained(); st != rt::PollStatus::ready) return wait_error(st);
   for (;;) {
     ssize_t n = sys::recv(fd_, buf, len, 0);
     if (n >= 0) {

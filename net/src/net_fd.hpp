@@ -107,6 +107,9 @@ class NetFd : public goro::detail::Pooled {
   // Parks until fd may be ready for mode (read or write); a status other than ready is
   // turned into errc::timeout or errc::closed by wait_error (net_fd.cpp).
   goro::detail::PollStatus wait(IoMode mode) noexcept;
+  // Before a read (guarded by the read lock): waits for readiness when the last read
+  // drained the receive queue (see net_fd.cpp); ready when there is no need.
+  goro::detail::PollStatus wait_if_drained() noexcept;
   std::error_code destroy() noexcept;
   // The last reference was an operation's: destroy, then let the closer go.
   void destroy_for_closer() noexcept;
