@@ -76,12 +76,18 @@ bool ServerConn::set_idle(bool idle) {
   return !server_->closing.load(std::memory_order_seq_cst);
 }
 
+namespace {
+
+ParserLimits parser_limits(const ServerOptions& o) {
+  return {o.max_request_line, o.max_header_bytes, o.max_body_bytes};
+}
+
+}  // namespace
+
 std::unique_ptr<ServerConn::Exchange> ServerConn::new_exchange() const {
   const ServerOptions& o = server_->options;
   return std::unique_ptr<Exchange>(new Exchange{
-      MessageParser(MessageParser::Mode::request,
-                    ParserLimits{o.max_request_line, o.max_header_bytes, o.max_body_bytes},
-                    o.read_buffer_size),
+      MessageParser(MessageParser::Mode::request, parser_limits(o), o.read_buffer_size),
       Request(), ResponseWriter(), std::string(), std::string()});
 }
 
@@ -108,7 +114,7 @@ LentExchanges<Exchange>& lent_exchanges() {
 std::unique_ptr<ServerConn::Exchange> ServerConn::take_exchange() const {
   LentExchanges<Exchange>& l = lent_exchanges<Exchange>();
   const ServerOptions& o = server_->options;
-  const ParserLimits limits{o.max_request_line, o.max_header_bytes, o.max_body_bytes};
+  const ParserLimits limits = parser_limits(o);
   for (std::size_t i = l.count; i-- > 0;) {
     if (!l.lent[i]->parser.made_with(limits, o.read_buffer_size)) continue;
     std::unique_ptr<Exchange> x = std::move(l.lent[i]);
