@@ -36,6 +36,7 @@ std::int64_t coarse_nanotime() noexcept {
 void park(ParkCommit commit, void* arg, WaitReason reason) {
   G* g = current_g();
   if (g == nullptr) fatal("park called outside a goroutine");
+  check_no_thread_local_scope(g, "park");
   M* m = g->m;
   m->park_commit = commit;
   m->park_arg = arg;
@@ -70,6 +71,7 @@ void yield() {
     sched_yield();
     return;
   }
+  check_no_thread_local_scope(g, "yield");
   // We cannot queue ourselves before leaving our stack (a thief could resume us while
   // we still run on it): the G we switch to does it (after_resume). Inside
   // goro::blocking there is no P to switch on: the scope below takes one first.

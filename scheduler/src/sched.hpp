@@ -101,6 +101,9 @@ struct G {
   void* closure = nullptr;
   WaitReason wait_reason = WaitReason::none;
   std::uint32_t in_runtime = 0;      // RuntimeScope depth: non-zero = not preemptible
+  // Open goro::ThreadLocal scopes (thread_local.cpp): non-zero = the G holds this
+  // thread's state and must not enter the runtime, let alone park.
+  std::uint32_t thread_local_scopes = 0;
   std::atomic<bool> preempt{false};  // sysmon's request to yield at the next safe point
   int saved_errno = 0;
   EhState eh;
@@ -127,6 +130,10 @@ struct G {
   void* tsan_fiber = nullptr;
 #endif
 };
+
+// Ends the process when g holds a goro::ThreadLocal scope: what (park, yield, a runtime
+// call, a blocking call) could move it to another thread (thread_local.cpp).
+void check_no_thread_local_scope(const G* g, const char* what);
 
 // waiting -> to, for whoever makes a parked G runnable (or resumes it when its park
 // commit failed): waits out a goroutine dump that is reading its stack (scanning).

@@ -29,6 +29,7 @@ namespace goro::detail {
 // RuntimeScope: see detail/runtime.hpp. The outermost scope is a safe point.
 RuntimeScope::RuntimeScope() noexcept : g_(current_g()) {
   if (g_ == nullptr) return;
+  check_no_thread_local_scope(g_, "a runtime call");
   if (g_->in_runtime++ != 0) return;
   // The preemption signal handler runs on this thread and reads in_runtime: the
   // increment must be in place before we look at the P. sysmon, which may detach a
@@ -77,6 +78,7 @@ RuntimeScope::~RuntimeScope() {
 void enter_syscall(bool hand_off_now) {
   M* m = this_m();
   G* g = m->curg;
+  check_no_thread_local_scope(g, "a blocking call");
   P* pp = m->p;
   trace_event(TraceKind::syscall_enter, g->id.load(std::memory_order_relaxed),
               static_cast<std::uint64_t>(pp->id));
