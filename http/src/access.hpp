@@ -72,9 +72,12 @@ struct ResponseAccess {
 
 // Appends "Date: <IMF-fixdate>\r\n" for now; the text is formatted once per second.
 void append_date_header(std::string& out);
-// The current time as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
-std::string_view http_date_now();
-// Formats t (seconds since the epoch) as an IMF-fixdate into out[29].
+inline constexpr std::size_t kHttpDateSize = 29;
+// The current time as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") into
+// out[kHttpDateSize].
+void http_date_now(char* out);
+// Formats t (seconds since the epoch) as an IMF-fixdate into out[kHttpDateSize], then a
+// NUL (kHttpDateSize + 1 bytes in all).
 void format_http_date(long long t, char* out);
 // Parses an HTTP date (IMF-fixdate, RFC 850 or asctime form); -1 when invalid.
 long long parse_http_date(std::string_view s);

@@ -4,6 +4,8 @@
 #include <ctime>
 #include <string>
 
+#include <goro/scheduler/thread_local.hpp>
+
 #include "access.hpp"
 
 namespace goro::http::detail {
@@ -13,15 +15,13 @@ constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"
 constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
-// Per thread (per M), not per goroutine: the text is copied out at once, and no goro
-// call sits between reading and using it, so a goroutine moving threads cannot see a
-// half-written cache.
+// Per thread, not per goroutine: the text is copied out inside the ThreadLocal scope.
 struct DateCache {
   std::time_t second = -1;
   char line[40] = "Date: ";  // "Date: <IMF-fixdate>\r\n"
 };
-constexpr std::size_t kDateAt = 6, kDateLine = 6 + 29 + 2;
-thread_local DateCache date_cache;
+constexpr std::size_t kDateAt = 6, kDateLine = kDateAt + kHttpDateSize + 2;
+constinit goro::ThreadLocal date_cache = [] { return DateCache{}; };
 
 }  // namespace
 
@@ -56,23 +56,29 @@ void format_http_date(long long t, char* out) {
 namespace {
 
 // The cache, formatted for the current second.
-const DateCache& date_now() {
+void refresh(DateCache& cache) {
   std::time_t now = std::time(nullptr);
-  DateCache& cache = date_cache;
   if (cache.second != now) {
     format_http_date(now, cache.line + kDateAt);
-    cache.line[kDateAt + 29] = '\r';
-    cache.line[kDateAt + 30] = '\n';
+    cache.line[kDateAt + kHttpDateSize] = '\r';
+    cache.line[kDateAt + kHttpDateSize + 1] = '\n';
     cache.second = now;
   }
-  return cache;
 }
 
 }  // namespace
 
-std::string_view http_date_now() { return {date_now().line + kDateAt, 29}; }
+void http_date_now(char* out) {
+  auto cache = date_cache.use();
+  refresh(*cache);
+  std::memcpy(out, cache->line + kDateAt, kHttpDateSize);
+}
 
-void append_date_header(std::string& out) { out.append(date_now().line, kDateLine); }
+void append_date_header(std::string& out) {
+  auto cache = date_cache.use();
+  refresh(*cache);
+  out.append(cache->line, kDateLine);
+}
 
 namespace {
 

@@ -243,8 +243,9 @@ std::error_code H2Stream::submit(int status, const Headers& headers, std::int64_
                    [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
     add(name, f.value);
   }
-  std::string_view date = http_date_now();
-  if (!headers.has("date")) add("date", date);
+  char date[kHttpDateSize];
+  http_date_now(date);
+  if (!headers.has("date")) add("date", std::string_view(date, sizeof date));
   if (!headers.has("server")) add("server", "goro");
   char length_text[24];
   if (content_length >= 0 && !body_forbidden(status)) {

@@ -93,8 +93,6 @@ void MessageParser::release_buffer() noexcept {
   capacity_ = 0;
 }
 
-void MessageParser::reset_connection() noexcept { llhttp_reset(&parser_); }
-
 std::span<char> MessageParser::read_space() {
   if (!buffer_) {
     buffer_ = make_buffer(initial_capacity_);

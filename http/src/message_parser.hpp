@@ -90,17 +90,6 @@ class MessageParser {
   // Frees the buffer while it holds nothing (between messages, nothing pipelined):
   // an idle keep-alive connection need not hold it. The next read_space() makes it again.
   void release_buffer() noexcept;
-  // Whether this parser was made with these limits and this initial capacity: one that
-  // was may serve another connection of the same server (reset_connection).
-  bool made_with(const ParserLimits& limits, std::size_t initial_capacity) const noexcept {
-    return limits.max_request_line == limits_.max_request_line &&
-           limits.max_header_bytes == limits_.max_header_bytes &&
-           limits.max_body_bytes == limits_.max_body_bytes &&
-           initial_capacity == initial_capacity_;
-  }
-  // Readies a parser that is between two messages with nothing buffered for another
-  // connection: llhttp starts afresh.
-  void reset_connection() noexcept;
   // Records that n bytes were read into read_space().
   void commit(std::size_t n) noexcept { end_ += n; }
   // Raw bytes received and not yet parsed (a pipelined next message, a partial head).

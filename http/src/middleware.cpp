@@ -20,6 +20,7 @@
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
+#include <goro/scheduler/thread_local.hpp>
 
 #include "access.hpp"
 
@@ -262,14 +263,15 @@ bool acceptable_request_id(std::string_view id) {
   return true;
 }
 
-// 16 hex digits from a per-thread generator seeded from the OS.
+// A per-thread splitmix64 generator, seeded from the OS.
+constinit goro::ThreadLocal request_id_state = [] {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ 0x9e3779b97f4a7c15ull;
+};
+
+// 16 hex digits from this thread's generator.
 std::string new_request_id() {
-  thread_local std::uint64_t state = [] {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ 0x9e3779b97f4a7c15ull;
-  }();
-  // splitmix64
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  std::uint64_t z = (*request_id_state.use() += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;

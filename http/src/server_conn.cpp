@@ -23,7 +23,6 @@
 #include "server_conn.hpp"
 
 #include <algorithm>
-#include <array>
 #include <exception>
 #include <string>
 
@@ -34,6 +33,7 @@
 #include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/thread_local.hpp>
 
 #include "access.hpp"
 
@@ -63,13 +63,14 @@ constexpr unsigned kStatsShards = 16;
 StatsShard stats_shards[kStatsShards];
 std::atomic<unsigned> next_stats_shard{0};
 
+// A shard is shared, atomic, and never goes away: the pointer may be used after the scope.
+constinit goro::ThreadLocal thread_stats_shard = [] {
+  return &stats_shards[next_stats_shard.fetch_add(1, std::memory_order_relaxed) % kStatsShards];
+};
+
 }  // namespace
 
-StatsShard& stats_shard() {
-  thread_local StatsShard* shard =
-      &stats_shards[next_stats_shard.fetch_add(1, std::memory_order_relaxed) % kStatsShards];
-  return *shard;
-}
+StatsShard& stats_shard() { return **thread_stats_shard.use(); }
 
 bool ServerConn::set_idle(bool idle) {
   idle_.store(idle, std::memory_order_seq_cst);
@@ -91,54 +92,6 @@ std::unique_ptr<ServerConn::Exchange> ServerConn::new_exchange() const {
       Request(), ResponseWriter(), std::string(), std::string()});
 }
 
-namespace {
-
-// The exchanges lent on this thread (lend_exchange), the most recent last. Thread-local
-// is safe here: nothing between taking or lending one and touching the list calls the
-// runtime, so the goroutine cannot move to another thread meanwhile.
-constexpr std::size_t kLentExchanges = 8;
-template <class Exchange>
-struct LentExchanges {
-  std::array<std::unique_ptr<Exchange>, kLentExchanges> lent;
-  std::size_t count = 0;
-};
-
-template <class Exchange>
-LentExchanges<Exchange>& lent_exchanges() {
-  thread_local LentExchanges<Exchange> l;
-  return l;
-}
-
-}  // namespace
-
-std::unique_ptr<ServerConn::Exchange> ServerConn::take_exchange() const {
-  LentExchanges<Exchange>& l = lent_exchanges<Exchange>();
-  const ServerOptions& o = server_->options;
-  const ParserLimits limits = parser_limits(o);
-  for (std::size_t i = l.count; i-- > 0;) {
-    if (!l.lent[i]->parser.made_with(limits, o.read_buffer_size)) continue;
-    std::unique_ptr<Exchange> x = std::move(l.lent[i]);
-    std::move(l.lent.begin() + static_cast<std::ptrdiff_t>(i + 1),
-              l.lent.begin() + static_cast<std::ptrdiff_t>(l.count),
-              l.lent.begin() + static_cast<std::ptrdiff_t>(i));
-    --l.count;
-    x->parser.reset_connection();
-    return x;
-  }
-  return new_exchange();
-}
-
-void ServerConn::lend_exchange(std::unique_ptr<Exchange> x) {
-  LentExchanges<Exchange>& l = lent_exchanges<Exchange>();
-  if (l.count == kLentExchanges) {
-    std::unique_ptr<Exchange> oldest = std::move(l.lent[0]);
-    std::move(l.lent.begin() + 1, l.lent.end(), l.lent.begin());
-    --l.count;
-    oldest->parser.release_buffer();  // its page back to the kernel
-  }
-  l.lent[l.count++] = std::move(x);
-}
-
 ServerConn::Served ServerConn::serve() {
   remote_ = stream_->remote_addr().to_string();
   if (wants_http2()) {
@@ -152,7 +105,7 @@ ServerConn::Served ServerConn::serve() {
 
 void ServerConn::resume(void* self) {
   auto* conn = static_cast<ServerConn*>(self);
-  conn->x_ = conn->take_exchange();
+  conn->x_ = conn->new_exchange();
   if (conn->serve_requests(false, true) == Served::ended) delete conn;
 }
 
@@ -173,30 +126,24 @@ ServerConn::Served ServerConn::serve_requests(bool first, bool resumed) {
 }
 
 // Reads the first bytes of the next request on an idle keep-alive connection, waiting
-// at most idle_timeout. While it waits the connection holds no exchange (the parser
-// and its read buffer, the request, the response buffers): it lends it to its thread
-// and takes one back when bytes arrive (a stream that cannot wait without reading,
-// TLS, takes it back at once and waits in the read). One still idle after
-// kIdleRelease parks: its stream starts a goroutine (resume) when bytes arrive, the
-// deadline passes or shutdown closes it, so an idle connection holds no goroutine and
-// no stack, only this object and its socket. A stream that cannot do that (TLS), or a
-// connection served by Server::serve_conn, waits on instead for one byte read onto the
-// stack, after releasing the stack's pages below this frame. Returns nullopt when the
-// connection parked.
+// at most idle_timeout. A busy connection never pays for more than that read. One
+// still idle after kIdleRelease gives back its exchange (the parser and its read
+// buffer, the request, the response buffers) and parks: its stream starts a goroutine
+// (resume) when bytes arrive, the deadline passes or shutdown closes it, so an idle
+// connection holds no goroutine and no stack, only this object and its socket. A
+// stream that cannot do that (TLS), or a connection served by Server::serve_conn,
+// waits on instead for one byte read onto the stack, after releasing the stack's pages
+// below this frame. Returns nullopt when the connection parked.
 std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   const std::chrono::nanoseconds idle = server_->options.idle_timeout;
   const bool release = idle.count() <= 0 || idle > kIdleRelease;
   set_read_deadline(deadline_in(release ? kIdleRelease : idle));
-  // The wait holds no exchange: it is lent (lend_exchange) until bytes arrive.
-  lend_exchange(std::move(x_));
-  const std::error_code waited = stream_->wait_readable();
-  if (!waited || !release || !net::is_timeout(waited)) {
-    x_ = take_exchange();
-    if (waited) return Result<std::size_t>(waited);
+  {
     std::span<char> space = x_->parser.read_space();
     Result<std::size_t> n = stream_->read(space.data(), space.size());
     if (n || !release || !net::is_timeout(n.error())) return n;
-    lend_exchange(std::move(x_));
+    x_->parser.release_buffer();  // its page back to the kernel, not to the pool's cache
+    x_.reset();
   }
   goro::detail::return_freed_memory_soon();
   // The full idle_timeout, counted from the start of the wait.
@@ -208,7 +155,7 @@ std::optional<Result<std::size_t>> ServerConn::wait_idle() {
   goro::detail::release_unused_stack();
   char first;
   Result<std::size_t> n = stream_->read(&first, 1);
-  x_ = take_exchange();
+  x_ = new_exchange();
   if (!n || *n == 0) return n;
   std::span<char> space = x_->parser.read_space();
   space[0] = first;

@@ -93,7 +93,7 @@ StatsShard& stats_shard();
 class ServerConn final : public BodySource, public ResponseSink, public goro::detail::Pooled {
  public:
   ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
-      : server_(std::move(server)), stream_(std::move(stream)), x_(take_exchange()) {
+      : server_(std::move(server)), stream_(std::move(stream)), x_(new_exchange()) {
     std::lock_guard lock(server_->mu);
     server_->conns.insert(this);
     stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
@@ -145,14 +145,6 @@ class ServerConn final : public BodySource, public ResponseSink, public goro::de
     std::string out;      // responses batched for one write (pipelining)
   };
   std::unique_ptr<Exchange> new_exchange() const;
-  // An exchange for this connection: the one this thread was lent last that fits this
-  // server's options (lend_exchange), or a new one.
-  std::unique_ptr<Exchange> take_exchange() const;
-  // Lends the exchange of a connection that waits for its next request to the next
-  // connection this thread serves, whose request it then handles with the parser,
-  // buffers and request objects still in the CPU's cache. A few per thread; the oldest
-  // is freed when more come.
-  static void lend_exchange(std::unique_ptr<Exchange> x);
   enum class Head { ready, ended, parked };
   Served serve_requests(bool first, bool resumed);
   // The goroutine the stream starts for a parked connection.

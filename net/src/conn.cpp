@@ -93,8 +93,6 @@ void Conn::operator delete(void* p, std::size_t size) noexcept { goro::detail::p
 
 bool Conn::on_hangup(void (*fn)(void*), void* arg) { return fd_ && fd_->on_hangup(fn, arg); }
 
-std::error_code Conn::wait_readable() { return fd_ ? fd_->wait_readable() : kNotOpen; }
-
 bool Conn::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
                              const char* name) {
   return fd_ && fd_->start_on_readable(fn, arg, stack_size, name);

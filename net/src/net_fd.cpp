@@ -188,14 +188,6 @@ rt::PollStatus NetFd::wait_if_drained() noexcept {
   return rt::PollStatus::ready;
 }
 
-std::error_code NetFd::wait_readable() {
-  OpGuard guard(*this, OpGuard::read);
-  if (!guard.held()) return errc::closed;
-  if (deadline_passed(IoMode::read)) return errc::timeout;
-  if (auto st = wait_if_drained(); st != rt::PollStatus::ready) return wait_error(st);
-  return {};
-}
-
 Result<std::size_t> NetFd::read(void* buf, std::size_t len) {
   OpGuard guard(*this, OpGuard::read);
   if (!guard.held()) return errc::closed;

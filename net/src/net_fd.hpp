@@ -70,8 +70,6 @@ class NetFd : public goro::detail::Pooled {
   void clear_interrupt(IoMode mode, goro::detail::G* waiter);
   // poll_set_hangup_hook while open; false once closed.
   bool on_hangup(void (*fn)(void*), void* arg);
-  // Stream::wait_readable: read's wait, without the read.
-  std::error_code wait_readable();
   // Stream::start_on_readable: poll_start_on_read when the last read found the receive
   // queue empty; false (nothing armed) when it did not, once closed, or outside a run.
   bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size, const char* name);

@@ -66,7 +66,6 @@ class Conn final : public Stream {
   void interrupt(IoMode mode, goro::detail::G* waiter) override;
   void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
   bool on_hangup(void (*fn)(void*), void* arg) override;
-  std::error_code wait_readable() override;
   bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
                          const char* name) override;
 

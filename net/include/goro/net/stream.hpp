@@ -106,13 +106,6 @@ class Stream {
     return false;
   }
 
-  // Waits, within the read deadline, until a read may not have to wait (as read would,
-  // but holding no buffer): returns {} then, or the error the read would have given
-  // (errc::timeout, errc::closed, errc::interrupted). A stream that cannot wait this
-  // way returns {} at once and the read that follows waits. For servers that lend a
-  // connection's buffers to others while it waits.
-  virtual std::error_code wait_readable() { return {}; }
-
   // Waits for the next read without a goroutine: returns true when fn(arg) will start
   // on a new goroutine (stack_size and name as GoOptions's; name must outlive the call)
   // once a read may not have to wait (bytes, end of stream or an error arrived, the
