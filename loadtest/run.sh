@@ -3,6 +3,7 @@
 # server and a bare epoll loop, over a set of scenarios, with tables and charts.
 #
 #   loadtest/run.sh [--quick] [scenario...]      (no scenario: all of them)
+#   loadtest/run.sh --smoke [scenario...]        goro alone, checked after every step
 #   loadtest/run.sh --list                       the scenarios and what they measure
 #
 # Builds what it needs (Release, in build-bench/), then for each scenario starts each
@@ -16,6 +17,13 @@
 # charts (*.png, gnuplot) and the servers' logs; see loadtest/README.md. A full run
 # (all scenarios, no --quick) also refreshes loadtest/results/latest/, which the
 # READMEs show.
+#
+# --smoke is the load smoke test of CI: goro-demo alone, 2 s steps, and after each step
+# the checks that a crash or a sanitizer report under load cannot pass: the server is
+# still running, answers /healthz, the load saw no socket error and no non-2xx answer,
+# SIGTERM stops it with exit status 0 within 20 s, and its log holds no sanitizer report
+# or fatal error. Exit status 1 when any step failed. GORO_DEMO=<path> runs that
+# goro-demo (a sanitizer build, say) instead of building one.
 #
 # Knobs (environment):
 #   PEERS="goro go nginx asio epoll"   servers to run (goro is the one the ratios are of)
@@ -31,6 +39,7 @@
 #   TASKSET=1            pin servers and clients as above (0: no pinning)
 #   BUILD_DIR=<repo>/build-bench   JOBS=2   OUT_DIR=loadtest/results/<stamp>
 #   LATEST=auto          1: always refresh results/latest, 0: never, auto: full runs
+#   GORO_DEMO=<path>     the goro-demo to run (default: the one built in BUILD_DIR)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -88,10 +97,12 @@ die() {
 }
 
 quick=0
+smoke=0
 scenarios=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
+    --smoke) quick=1 smoke=1 ;;
     --list)
       for s in "${all_scenarios[@]}"; do printf '%-14s %s\n' "$s" "$(describe "$s")"; done
       exit 0
@@ -100,7 +111,7 @@ for arg in "$@"; do
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
       exit 0
       ;;
-    -*) die "unknown option $arg (--quick, --list, --help)" ;;
+    -*) die "unknown option $arg (--quick, --smoke, --list, --help)" ;;
     *)
       describe "$arg" >/dev/null || die "unknown scenario '$arg' (--list shows them)"
       scenarios+=("$arg")
@@ -114,8 +125,9 @@ if [ "${#scenarios[@]}" -eq 0 ]; then
 fi
 
 peers="${PEERS:-goro go nginx asio epoll}"
+[ "$smoke" = 1 ] && peers=goro
 procs="${PROCS:-1}"
-duration="${DURATION:-$([ "$quick" = 1 ] && echo 1 || echo 8)}"
+duration="${DURATION:-$([ "$smoke" = 1 ] && echo 2 || { [ "$quick" = 1 ] && echo 1 || echo 8; })}"
 warmup="${WARMUP:-$([ "$quick" = 1 ] && echo 1 || echo 2)}"
 settle="$([ "$quick" = 1 ] && echo 0.5 || echo 1)" # seconds for a server to quiet down
 rounds="${ROUNDS:-1}"
@@ -130,7 +142,7 @@ scale_conns="${SCALE_CONNS:-256}"
 pin="${TASKSET:-1}"
 build="${BUILD_DIR:-$root/build-bench}"
 jobs="${JOBS:-2}"
-latest="${LATEST:-auto}"
+latest="${LATEST:-$([ "$smoke" = 1 ] && echo 0 || echo auto)}"
 stamp="$(date -u +%Y-%m-%dT%H-%M-%SZ)"
 out="${OUT_DIR:-$here/results/$stamp}"
 python="${PYTHON:-python3}"
@@ -144,10 +156,14 @@ wants() { [[ " $peers " == *" $1 "* ]]; }
 log "== building in $build (Release)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
   -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON >/dev/null
-targets=(goro-demo loadtest_idle_client loadtest_peer_epoll)
-cmake --build "$build" --target help | grep -q loadtest_peer_asio && targets+=(loadtest_peer_asio)
+targets=(loadtest_idle_client)
+[ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
+wants epoll && targets+=(loadtest_peer_epoll)
+wants asio && cmake --build "$build" --target help | grep -q loadtest_peer_asio &&
+  targets+=(loadtest_peer_asio)
 cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
-demo="$build/examples/demo/goro-demo"
+demo="${GORO_DEMO:-$build/examples/demo/goro-demo}"
+[ -x "$demo" ] || die "no goro-demo at $demo"
 bin="$build/loadtest/http"
 if wants go; then
   command -v go >/dev/null || die "'go' is required for the Go peer (or leave go out of PEERS)"
@@ -473,6 +489,48 @@ stop_background() {  # logfile
   forget "$bg_pid"
   parse_result "$(grep '^RESULT ' "$1" || true)"
   bg_rps=$(awk -v r="$w_requests" -v d="$w_duration_us" 'BEGIN { printf "%.2f", r / (d / 1e6) }')
+  bg_errors=$w_errors bg_error_detail=$w_error_detail
+}
+
+# --smoke: what must hold after a step, the server still running. Stops the server
+# (SIGTERM, as a container stop does) and appends what failed to smoke_failed.
+smoke_failed=()
+smoke_steps=0
+smoke_check() {  # step-name logfile step-status
+  local name=$1 logfile=$2 why=() status
+  smoke_steps=$((smoke_steps + 1))
+  [ "$3" != ok ] && why+=("the step ended $3${note:+: $note}")
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    why+=("the server died")
+  elif ! curl -fsk --max-time 5 "$url_base/healthz" >/dev/null 2>&1; then
+    why+=("/healthz did not answer 200")
+  fi
+  [ "${w_errors:-0}" != 0 ] && why+=("the load saw errors: ${w_error_detail:-$w_errors}")
+  [ "${bg_errors:-0}" != 0 ] && why+=("the background load saw errors: ${bg_error_detail:-$bg_errors}")
+  if kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 200); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$server_pid" 2>/dev/null; then
+      why+=("still running 20 s after SIGTERM")
+    fi
+  fi
+  status=0
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || status=$?
+  forget "$server_pid"
+  [ "$status" != 0 ] && why+=("exit status $status")
+  if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|runtime error:|goro: fatal error' \
+    "$logfile" 2>/dev/null; then
+    why+=("its log has a sanitizer report or a fatal error")
+  fi
+  if [ "${#why[@]}" -gt 0 ]; then
+    local IFS=';'
+    smoke_failed+=("$name: ${why[*]} (log: $logfile)")
+    log "   SMOKE FAILED: ${why[*]}"
+  fi
 }
 
 # --- plan ----------------------------------------------------------------------------
@@ -577,9 +635,14 @@ for entry in "${steps[@]}"; do
   t_step=$EPOCHREALTIME
   if ! start_server "$peer" "$p" "$scheme" "$logfile"; then
     csv_row "$scenario" "$peer" "$p" "$round" failed "did not start (log: $logfile)"
+    if [ "$smoke" = 1 ]; then
+      smoke_steps=$((smoke_steps + 1))
+      smoke_failed+=("$scenario p$p: the server did not start (log: $logfile)")
+    fi
     continue
   fi
   note="" baseline="" retained="" bg_rps="" idle_n="" rss_before="" rss_after="" per_conn=""
+  bg_errors=0 bg_error_detail=""
   others=""
   # wrk's clock includes opening the connections: 10,000 of them take a good part of 1 s.
   seconds=$duration
@@ -701,7 +764,11 @@ for entry in "${steps[@]}"; do
     log "$prefix $(printf '%s req/s  p50 %s  p99 %s  max %s ms  errors %s  RSS %s KiB  CPU %s%%  others %s%%%s' \
       "$rps" "${p50:--}" "${p99:--}" "${maxl:--}" "$w_errors" "$rss" "$cpu" "$others" "$extra")"
   fi
-  stop_server
+  if [ "$smoke" = 1 ]; then
+    smoke_check "$scenario p$p" "$logfile" "$status"
+  else
+    stop_server
+  fi
   step_s=$(awk -v a="$t_step" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   csv_row "$scenario" "$peer" "$p" "$round" "$status" "$note" "$conns" "$w_rps" "$p50" "$p99" \
     "$maxl" "$w_errors" "$w_error_detail" "$rss" "$cpu" "$others" "$baseline" "$retained" "$bg_rps" \
@@ -726,6 +793,7 @@ mem_gib=$(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
   echo "command=$command_line"
   echo "commit=$commit"
   echo "quick=$quick"
+  echo "smoke=$smoke"
   echo "procs=$procs"
   echo "duration_s=$duration"
   echo "warmup_s=$warmup"
@@ -758,3 +826,14 @@ if [ "$latest" = 1 ] || { [ "$latest" = auto ] && [ "$full_run" = 1 ]; }; then
 fi
 log "== $out/table.md"
 cat "$out/table.md"
+if [ "$smoke" = 1 ]; then
+  # The last line, for CI: one test per step.
+  if [ "${#smoke_failed[@]}" -gt 0 ]; then
+    log "== load smoke: ${#smoke_failed[@]} step(s) failed, with $demo:"
+    for f in "${smoke_failed[@]}"; do log "   $f"; done
+  else
+    log "== load smoke: every step passed, with $demo"
+  fi
+  echo "$((smoke_steps - ${#smoke_failed[@]})) passed, ${#smoke_failed[@]} failed"
+  [ "${#smoke_failed[@]}" -eq 0 ] || exit 1
+fi

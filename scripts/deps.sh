@@ -46,6 +46,7 @@ GORO_DEPS_TEST=(
   runc
   debootstrap
   wrk
+  iproute2          # ss, with which the load smoke (loadtest/run.sh --smoke) finds free ports
   prometheus        # promtool, which checks the /metrics text (tests/http/metrics_test.cpp);
                     # on a systemd host the package also starts a Prometheus on :9090
   python3-websockets  # WebSocket conformance (tests/http/websocket_python_test.py) and the

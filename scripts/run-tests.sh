@@ -13,6 +13,11 @@
 #   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
 #             (examples and load-test programs are not built: no test runs them)
 #   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          all tests
+#   load      loadtest/run.sh --smoke: goro-demo built in Release and with ASan + UBSan
+#             + LeakSanitizer, under every scenario of the load kit for a few seconds
+#             each; after each, the server must be alive, answer /healthz, stop on
+#             SIGTERM with exit 0, and have logged no sanitizer report, and the load
+#             must have seen no socket error or non-2xx answer (one test per step)
 #   fuzz      scripts/fuzz-smoke.sh: clang++-14, GORO_FUZZ=ON (libFuzzer, ASan + UBSan);
 #             each fuzz target runs GORO_FUZZ_SECONDS from its corpus (one test each)
 #   consumer  builds tests/consumer with find_package(goro) against the readme stage's
@@ -29,7 +34,7 @@
 #
 # Environment:
 #   GORO_CI_STAGES   stages to run, space-separated
-#                    (default: "docs release readme asan tsan fuzz consumer container")
+#                    (default: "docs release readme asan tsan load fuzz consumer container")
 #   GORO_BUILD_ROOT  where the build folders go (default: <repo>/build)
 #   GORO_JOBS        compile jobs (default: number of cores)
 #   GORO_CTEST_JOBS  ctest -j for the release and readme stages (default 2; sanitizer
@@ -43,7 +48,7 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-STAGES=${GORO_CI_STAGES:-docs release readme asan tsan fuzz consumer container}
+STAGES=${GORO_CI_STAGES:-docs release readme asan tsan load fuzz consumer container}
 CTEST_JOBS=${GORO_CTEST_JOBS:-2}
 ASAN_CXX=${GORO_ASAN_CXX:-clang++-14}
 TSAN_CXX=${GORO_TSAN_CXX:-clang++-14}
@@ -217,6 +222,69 @@ stage_tsan() {
   CTEST_WRAPPER=()
 }
 
+# record_counted STAGE LOG RC: records a stage whose script ends with `N passed, N
+# failed` (the fuzz and load smokes); no such line, or a failure exit with none failed,
+# counts one failure.
+record_counted() {
+  local stage=$1 log=$2 rc=$3 line passed failed
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "$stage: no result line (exit $rc); counting one failure"
+    record "$stage" ERROR 0 1 0 $((SECONDS - stage_start))
+    return
+  fi
+  passed=$(printf '%s\n' "$line" | awk '{print $1}')
+  failed=$(printf '%s\n' "$line" | awk '{print $3}')
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    echo "$stage: exit $rc with nothing failed; counting one failure"
+    failed=1
+  fi
+  record "$stage" "$([ "$failed" -eq 0 ] && echo ok || echo FAIL)" "$passed" "$failed" 0 \
+    $((SECONDS - stage_start))
+}
+
+# The load smoke: goro-demo in Release (built by the kit in ci-load) and with ASan
+# (ci-load-asan), each under every scenario of loadtest/run.sh --smoke.
+stage_load() {
+  local rel=$GORO_BUILD_ROOT/ci-load asan=$GORO_BUILD_ROOT/ci-load-asan
+  local log=$GORO_BUILD_ROOT/ci-load.log rc=0 demo
+  stage_start=$SECONDS
+  mkdir -p "$GORO_BUILD_ROOT"
+  : >"$log"
+  goro_section "load: goro-demo ($ASAN_CXX, GORO_SANITIZE=address) for the smoke"
+  if goro_configure "$asan" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER="$(c_compiler_for "$ASAN_CXX")" -DCMAKE_CXX_COMPILER="$ASAN_CXX" \
+    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DGORO_SANITIZE=address -DGORO_WERROR=ON \
+    -DGORO_BUILD_TESTS=OFF -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=OFF &&
+    goro_build "$asan" goro-demo; then
+    demo=$asan/examples/demo/goro-demo
+  else
+    echo "load: the ASan goro-demo did not build" | tee -a "$log"
+    demo=""
+  fi
+  goro_section "load: loadtest/run.sh --smoke, goro-demo in Release"
+  BUILD_DIR=$rel JOBS=$GORO_JOBS OUT_DIR=$GORO_BUILD_ROOT/ci-load-results/release \
+    bash "$GORO_ROOT/loadtest/run.sh" --smoke 2>&1 | tee -a "$log"
+  [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
+  if [ -n "$demo" ]; then
+    goro_section "load: loadtest/run.sh --smoke, goro-demo with ASan + UBSan + LSan"
+    (
+      sanitizer_env
+      GORO_DEMO=$demo BUILD_DIR=$rel JOBS=$GORO_JOBS \
+        OUT_DIR=$GORO_BUILD_ROOT/ci-load-results/asan bash "$GORO_ROOT/loadtest/run.sh" --smoke
+    ) 2>&1 | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
+  else
+    echo "0 passed, 1 failed" >>"$log"
+    rc=1
+  fi
+  # Both runs' counts, summed into one line for record_counted.
+  awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3; n++ }
+    END { if (n) printf "%d passed, %d failed\n", p, f }' "$log" >"$log.sum"
+  record_counted load "$log.sum" "$rc"
+}
+
 # The fuzz smoke: counts its own tests (one per target) on its last line.
 stage_fuzz() {
   local log=$GORO_BUILD_ROOT/ci-fuzz.log line rc passed failed
@@ -371,9 +439,9 @@ main() {
   local stage
   for stage in $STAGES; do
     case "$stage" in
-      docs | release | readme | asan | tsan | fuzz | consumer | container) "stage_$stage" ;;
+      docs | release | readme | asan | tsan | load | fuzz | consumer | container) "stage_$stage" ;;
       *)
-        echo "unknown stage '$stage' (docs release readme asan tsan fuzz consumer container)"
+        echo "unknown stage '$stage' (docs release readme asan tsan load fuzz consumer container)"
         record "$stage" ERROR 0 1 0 0
         ;;
     esac
