@@ -40,7 +40,7 @@ constexpr auto kLoad = 3s;
 // GET /wait?us=N&tag=T: sleeps N µs on the request's context, then answers T.
 Handler waiting_handler() {
   return [](Request& req, ResponseWriter& w) {
-    const std::string_view us_text = req.query("us").value_or("0");
+    const std::string us_text = req.query("us").value_or("0");
     int us = 0;
     std::from_chars(us_text.data(), us_text.data() + us_text.size(), us);
     if (goro::sleep(std::chrono::microseconds(us), req.context())) return;
