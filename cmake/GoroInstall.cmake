@@ -1,6 +1,6 @@
 # Installs the CMake package so that another project can say
 #
-#   find_package(goro 0.1 REQUIRED)            # or: COMPONENTS scheduler net http framework
+#   find_package(goro 0.1 REQUIRED)            # or: COMPONENTS base scheduler net http framework
 #   target_link_libraries(app PRIVATE goro::framework)   # or goro::http, goro::scheduler ...
 #   target_link_libraries(app_test PRIVATE goro::httptest)   # component httptest
 #   target_link_libraries(app PRIVATE goro::json)            # component json
@@ -26,7 +26,7 @@ set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
 set(GORO_CONFIG_NEEDS_ZLIB OFF)
 set(GORO_CONFIG_NEEDS_NGHTTP2 OFF)
-foreach(layer scheduler net hooks http httptest json framework)
+foreach(layer base scheduler net hooks http httptest json framework)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)

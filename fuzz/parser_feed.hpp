@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 
 namespace goro::fuzz {
 

@@ -1,4 +1,4 @@
-#include <goro/scheduler/detail/object_pool.hpp>
+#include <goro/base/object_pool.hpp>
 
 #include <sys/mman.h>
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <new>
 
-namespace goro::detail {
+namespace goro {
 namespace {
 
 #if !defined(GORO_ASAN)
@@ -92,4 +92,4 @@ void pool_free(void* p, std::size_t size) noexcept {
 
 #endif
 
-}  // namespace goro::detail
+}  // namespace goro

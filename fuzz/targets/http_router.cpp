@@ -16,9 +16,11 @@
 
 #include <goro/http/router.hpp>
 
+#include <goro/http/httptest.hpp>
+
 #include "access.hpp"
 #include "harness.hpp"
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 
 namespace goro::fuzz {
 namespace {
@@ -120,12 +122,6 @@ bool method_matches(const Pattern& p, std::string_view method) {
   return p.method.empty() || p.method == method || (p.method == "GET" && method == "HEAD");
 }
 
-class NullSink final : public http::detail::ResponseSink {
- public:
-  std::error_code write_out(const iovec*, int) override { return {}; }
-  bool reusable() override { return true; }
-};
-
 std::vector<std::string_view> lines_of(std::string_view input) {
   std::vector<std::string_view> lines;
   for (;;) {
@@ -177,9 +173,7 @@ std::string http_router(std::string_view input) {
     http::Request req;
     // The server answers 400 to a path with a bad %-escape before any handler runs.
     if (!http::detail::RequestAccess::prepare(req, method, target, host, nullptr)) continue;
-    NullSink sink;
-    http::ResponseWriter w;
-    http::detail::ResponseAccess::begin(w, &sink, 1, method == "HEAD", true, 1 << 16);
+    http::httptest::ResponseRecorder w;
     chosen = -1;
     router(req, w);
     const std::string_view raw_path = req.raw_path();
@@ -234,7 +228,6 @@ std::string http_router(std::string_view input) {
       default: return what + "unexpected status " + std::to_string(w.status());
     }
     if (w.status() != 200 && !full_matches.empty()) return what + "a matching route was not used";
-    http::detail::ResponseAccess::finish(w);
   }
   return {};
 }

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "harness.hpp"
-#include "websocket_deflate.hpp"
-#include "websocket_frame.hpp"
+#include "websocket/websocket_deflate.hpp"
+#include "websocket/websocket_frame.hpp"
 
 namespace goro::fuzz {
 namespace {

@@ -23,6 +23,9 @@ class HttpCategory final : public std::error_category {
       case errc::shutdown_timeout: return "shutdown deadline passed with connections open";
       case errc::header_too_large: return "response header fields too large";
       case errc::invalid_request: return "invalid character in the request method or a header";
+      case errc::not_supported: return "not supported by this response writer";
+      case errc::cannot_take_over: return "the connection cannot be taken over now";
+      case errc::invalid_status: return "not an informational (1xx) status";
     }
     return "unknown goro.http error";
   }

@@ -3,7 +3,7 @@
 #include <goro/http/errors.hpp>
 
 #include "access.hpp"
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 
 namespace goro::http {
 namespace detail {
@@ -74,7 +74,7 @@ bool percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
 }
 
 bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::string_view remote_addr,
-                            BodySource* source) {
+                            BodyReader* body, RequestHost* host) {
   req.method_ = parser.method();
   req.target_ = parser.target();
   req.headers_ = parser.headers();
@@ -82,7 +82,8 @@ bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::stri
   req.version_minor_ = parser.version_minor();
   req.content_length_ = parser.content_length();
   req.remote_addr_ = remote_addr;
-  req.source_ = source;
+  req.body_ = body;
+  req.host_ = host;
   req.path_value_count_ = 0;
   req.pattern_ = {};
   if (req.ctx_ready_) {
@@ -93,7 +94,8 @@ bool RequestAccess::prepare(Request& req, const MessageParser& parser, std::stri
 }
 
 bool RequestAccess::prepare(Request& req, std::string_view method, std::string_view target,
-                            std::span<const HeaderField> headers, BodySource* source) {
+                            std::span<const HeaderField> headers, BodyReader* body,
+                            RequestHost* host) {
   req.method_ = method;
   req.target_ = target;
   req.headers_ = headers;
@@ -101,7 +103,8 @@ bool RequestAccess::prepare(Request& req, std::string_view method, std::string_v
   req.version_minor_ = 1;
   req.content_length_ = 0;
   req.remote_addr_ = {};
-  req.source_ = source;
+  req.body_ = body;
+  req.host_ = host;
   req.path_value_count_ = 0;
   req.pattern_ = {};
   if (req.ctx_ready_) {
@@ -115,7 +118,7 @@ bool RequestAccess::prepare(Request& req, std::string_view method, std::string_v
 
 const Context& Request::context() {
   if (!ctx_ready_) {
-    if (source_ != nullptr) ctx_ = source_->request_context();
+    if (host_ != nullptr) ctx_ = host_->request_context();
     ctx_ready_ = true;
   }
   return ctx_;
@@ -156,8 +159,8 @@ bool Request::has_header(std::string_view name) const noexcept {
 }
 
 Result<std::size_t> Request::read(void* buf, std::size_t len) {
-  if (source_ == nullptr) return std::size_t{0};
-  return source_->read_body(buf, len);
+  if (body_ == nullptr) return std::size_t{0};
+  return body_->read(buf, len);
 }
 
 Result<std::string> Request::body() {
@@ -196,6 +199,6 @@ void Request::set_path_value(std::string_view name, std::string_view value) {
   ++path_value_count_;
 }
 
-bool Request::client_gone() { return source_ != nullptr && source_->client_gone(); }
+bool Request::client_gone() { return host_ != nullptr && host_->client_gone(); }
 
 }  // namespace goro::http

@@ -80,23 +80,11 @@ std::error_code Conn::set_deadline(Deadline d) {
   return fd_->set_deadline(d, detail::IoMode::both);
 }
 
-void Conn::interrupt(IoMode mode, goro::detail::G* waiter) {
-  if (fd_) fd_->interrupt(mode, waiter);
-}
+void* Conn::operator new(std::size_t size) { return goro::pool_alloc(size); }
+void Conn::operator delete(void* p, std::size_t size) noexcept { goro::pool_free(p, size); }
 
-void Conn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
-  if (fd_) fd_->clear_interrupt(mode, waiter);
-}
-
-void* Conn::operator new(std::size_t size) { return goro::detail::pool_alloc(size); }
-void Conn::operator delete(void* p, std::size_t size) noexcept { goro::detail::pool_free(p, size); }
-
-bool Conn::on_hangup(void (*fn)(void*), void* arg) { return fd_ && fd_->on_hangup(fn, arg); }
-
-bool Conn::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
-                             const char* name) {
-  return fd_ && fd_->start_on_readable(fn, arg, stack_size, name);
-}
+bool Conn::start_on(Wake what, const WakeCall& call) { return fd_ && fd_->start_on(what, call); }
+bool Conn::cancel_start(Wake what) { return fd_ && fd_->cancel_start(what); }
 
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }

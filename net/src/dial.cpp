@@ -94,7 +94,7 @@ struct ConnectWatch {
 // Interrupts a connect in progress when the dial's context is cancelled.
 void interrupt_connect(goro::detail::CancelHook* hook) {
   auto* w = static_cast<ConnectWatch*>(hook->arg);
-  w->fd->interrupt(IoMode::write, w->waiter);
+  w->fd->interrupt(detail::IoMode::write, w->waiter);
 }
 
 // ctx's error when it is cancelled, or when ec is a timeout at ctx's deadline (the
@@ -125,7 +125,7 @@ Result<Conn> dial_one(const detail::NetSpec& spec, const Addr& addr, std::int64_
       ec = watch.ok() ? nfd->connect(addr, deadline) : ctx.err();
     }
     if (ec) return dial_error(ctx, ec);
-    nfd->clear_interrupt(IoMode::write, target.waiter);
+    nfd->clear_interrupt(detail::IoMode::write, target.waiter);
     nfd->set_remote_addr(addr);
     if (spec.kind == Network::tcp) {
       if (nfd->local_addr() == addr) {

@@ -11,7 +11,7 @@
 
 #include <goro/net/addr.hpp>
 #include <goro/net/errors.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 
 namespace goro::net::detail {

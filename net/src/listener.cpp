@@ -90,12 +90,12 @@ Result<Conn> Listener::accept(const Context& ctx) {
   Result<Conn> conn = [&]() -> Result<Conn> {
     goro::detail::ContextWatch watch(ctx, [](goro::detail::CancelHook* h) {
       auto* t = static_cast<AcceptWatch*>(h->arg);
-      t->fd->interrupt(IoMode::read, t->waiter);
+      t->fd->interrupt(detail::IoMode::read, t->waiter);
     }, &target);
     if (!watch.ok()) return ctx.err();
     return accept();
   }();
-  target.fd->clear_interrupt(IoMode::read, target.waiter);
+  target.fd->clear_interrupt(detail::IoMode::read, target.waiter);
   if (!conn && conn.error() == errc::interrupted && ctx.err()) return ctx.err();
   return conn;
 }

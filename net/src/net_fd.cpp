@@ -142,23 +142,27 @@ void NetFd::clear_interrupt(IoMode mode, rt::G* waiter) {
   if (guard.held()) rt::poll_clear_interrupt(pd_, mode, waiter);
 }
 
-bool NetFd::on_hangup(void (*fn)(void*), void* arg) {
-  OpGuard guard(*this, OpGuard::ref);
-  if (!guard.held()) return false;
-  rt::poll_set_hangup_hook(pd_, fn, arg);
-  return true;
-}
-
-bool NetFd::start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
-                              const char* name) {
-  OpGuard guard(*this, OpGuard::read);
+bool NetFd::start_on(Wake what, const WakeCall& call) {
+  OpGuard guard(*this, what == Wake::readable ? OpGuard::read : OpGuard::ref);
   if (!guard.held() || pd_ == nullptr || poll_generation_ != rt::poll_generation()) return false;
+  if (what == Wake::hangup) {
+    rt::poll_start_on_hangup(pd_, call.fn, call.arg, call.stack_size, call.name);
+    return true;
+  }
   // Bytes may be queued with no edge to come for them: the caller reads now.
   if (!drained_ || rt::poll_hangup_or_urgent_seen(pd_)) return false;
   // The goroutine started reads at once: the edge that starts it is consumed.
   drained_ = false;
-  rt::poll_start_on_read(pd_, fn, arg, stack_size, name);
+  rt::poll_start_on_read(pd_, call.fn, call.arg, call.stack_size, call.name);
   return true;
+}
+
+bool NetFd::cancel_start(Wake what) {
+  // Only the hang-up start can be taken back: a readable one ends with the stream.
+  if (what != Wake::hangup) return false;
+  OpGuard guard(*this, OpGuard::ref);
+  return guard.held() && pd_ != nullptr && poll_generation_ == rt::poll_generation() &&
+         rt::poll_cancel_start_on_hangup(pd_);
 }
 
 std::error_code NetFd::set_deadline(Deadline d, IoMode mode) {

@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <system_error>
 
+#include <goro/base/object_pool.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/addr.hpp>
-#include <goro/net/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/scheduler/detail/netpoll.hpp>
-#include <goro/scheduler/detail/object_pool.hpp>
 #include <goro/scheduler/detail/waitq.hpp>
 
 #include "fd_mutex.hpp"
@@ -34,7 +34,13 @@ namespace goro::net::detail {
 // The direction an operation or a deadline concerns (the netpoller's).
 using IoMode = goro::detail::IoMode;
 
-class NetFd : public goro::detail::Pooled {
+// net's IoMode as the netpoller's.
+constexpr IoMode to_poll(net::IoMode mode) noexcept {
+  return mode == net::IoMode::read ? IoMode::read
+                                   : mode == net::IoMode::write ? IoMode::write : IoMode::both;
+}
+
+class NetFd : public goro::Pooled {
  public:
   // Takes ownership of fd, a non-blocking socket of kind and family. Call init() next.
   NetFd(int fd, int family, Network kind) noexcept : fd_(fd), family_(family), kind_(kind) {}
@@ -68,11 +74,11 @@ class NetFd : public goro::detail::Pooled {
   // poll_interrupt / poll_clear_interrupt on the descriptor while it is open.
   void interrupt(IoMode mode, goro::detail::G* waiter);
   void clear_interrupt(IoMode mode, goro::detail::G* waiter);
-  // poll_set_hangup_hook while open; false once closed.
-  bool on_hangup(void (*fn)(void*), void* arg);
-  // Stream::start_on_readable: poll_start_on_read when the last read found the receive
-  // queue empty; false (nothing armed) when it did not, once closed, or outside a run.
-  bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size, const char* name);
+  // Stream::start_on. Readable: poll_start_on_read when the last read found the receive
+  // queue empty; false (nothing armed) when it did not. Hang-up: poll_start_on_hangup.
+  // Both false once closed, or outside a run.
+  bool start_on(Wake what, const WakeCall& call);
+  bool cancel_start(Wake what);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
   std::error_code set_deadline(Deadline d, IoMode mode);

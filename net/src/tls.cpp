@@ -599,16 +599,12 @@ std::error_code TlsConn::set_write_deadline(Deadline d) {
 std::error_code TlsConn::set_deadline(Deadline d) {
   return impl_ ? impl_->inner->set_deadline(d) : kNotOpen;
 }
-void TlsConn::interrupt(IoMode mode, goro::detail::G* waiter) {
-  if (impl_) impl_->inner->interrupt(mode, waiter);
+bool TlsConn::start_on(Wake what, const WakeCall& call) {
+  return what == Wake::hangup && impl_ && impl_->inner->start_on(what, call);
 }
 
-void TlsConn::clear_interrupt(IoMode mode, goro::detail::G* waiter) {
-  if (impl_) impl_->inner->clear_interrupt(mode, waiter);
-}
-
-bool TlsConn::on_hangup(void (*fn)(void*), void* arg) {
-  return impl_ && impl_->inner->on_hangup(fn, arg);
+bool TlsConn::cancel_start(Wake what) {
+  return what == Wake::hangup && impl_ && impl_->inner->cancel_start(what);
 }
 
 std::error_code TlsConn::handshake(const Context& ctx) {

@@ -18,7 +18,7 @@ void gfput(P* pp, G* g);
 // a dead G's stack, with every page its goroutine touched, for reuse, which a burst of
 // spawns wants (skynet's million goroutines run 4x slower without it) and a burst of
 // exits that no spawns follow does not (10,000 keep-alive connections going idle would
-// leave 10,000 touched stacks cached). See return_freed_memory_soon (memory_return.hpp).
+// leave 10,000 touched stacks cached). See goro::return_freed_memory_soon (memory_return.cpp).
 std::size_t release_free_gs(std::size_t keep, std::size_t most);
 
 // A new goroutine that is to run fn(arg), made as goro::go makes one (stack_size and

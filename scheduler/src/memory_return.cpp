@@ -1,5 +1,3 @@
-#include <goro/scheduler/detail/memory_return.hpp>
-
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -13,7 +11,7 @@
 #include <chrono>
 #include <cstddef>
 
-namespace goro::detail {
+namespace goro {
 namespace {
 
 std::atomic<bool> trim_pending{false};
@@ -23,17 +21,19 @@ constexpr std::size_t kKeptFreeGs = 64;
 }  // namespace
 
 void return_freed_memory_soon() {
-  if (current_g() == nullptr || trim_pending.load(std::memory_order_relaxed)) return;
+  if (detail::current_g() == nullptr || trim_pending.load(std::memory_order_relaxed)) return;
   if (trim_pending.exchange(true, std::memory_order_acq_rel)) return;
   goro::go(goro::GoOptions{.name = "memory return"}, [] {
     goro::sleep(std::chrono::seconds(1));
     // Cleared first: memory freed meanwhile asks for the next round.
     trim_pending.store(false, std::memory_order_release);
-    while (release_free_gs(kKeptFreeGs, 64) == 64) goro::yield();
+    while (detail::release_free_gs(kKeptFreeGs, 64) == 64) goro::yield();
 #if defined(__GLIBC__)
     goro::blocking([] { return malloc_trim(0); });
 #endif
   });
 }
 
-}  // namespace goro::detail
+std::size_t release_unused_stack() noexcept { return detail::release_unused_stack(); }
+
+}  // namespace goro

@@ -59,7 +59,7 @@
 // Go's taggedPointer and fdseq do).
 
 #include <goro/scheduler/detail/netpoll.hpp>
-#include <goro/scheduler/detail/object_pool.hpp>
+#include <goro/base/object_pool.hpp>
 
 #include "goroutine.hpp"
 #include "netpoll.hpp"
@@ -101,7 +101,7 @@ constexpr std::uintptr_t kStart = 3;
 G* const kStartTaken = reinterpret_cast<G*>(kStart);
 }  // namespace
 
-class PollDesc : public Pooled {
+class PollDesc : public goro::Pooled {
  public:
   struct DeadlineTimer {
     Timer timer;
@@ -124,11 +124,14 @@ class PollDesc : public Pooled {
   std::atomic<G*> r_interrupted{nullptr};
   std::atomic<G*> w_interrupted{nullptr};
   std::atomic<std::uint16_t> seq{0};  // bumped by poll_open and poll_close
-  // Calls of the hang-up hook in progress (poll_set_hangup_hook waits them out).
-  std::atomic<int> hangup_calls{0};
-  // (lock)
+  // Armed by poll_start_on_hangup until a hang-up, an evict or poll_cancel_start_on_hangup
+  // takes it (whoever exchanges it to false); what it starts is written before it is
+  // armed and read by the one party that takes it.
+  std::atomic<bool> hangup_armed{false};
   void (*hangup_fn)(void*) = nullptr;
   void* hangup_arg = nullptr;
+  std::size_t hangup_stack = 0;
+  const char* hangup_name = "";
   // What a notifier that clears kStart starts: written before the slot becomes kStart,
   // read by the one party that clears it.
   void (*start_fn)(void*) = nullptr;
@@ -147,6 +150,7 @@ int breakfd = -1;
 std::atomic<bool> break_pending{false};
 std::atomic<std::int32_t> waiters{0};  // Gs parked (or parking) on a PollDesc
 std::atomic<std::int32_t> start_slots{0};  // read slots in kStart (poll_start_on_read)
+std::atomic<std::int32_t> hangup_starts{0};  // armed by poll_start_on_hangup
 std::uint32_t runs = 0;                   // netpoll_init calls so far
 std::atomic<std::uint32_t> generation{0};  // see poll_generation
 
@@ -233,15 +237,12 @@ void deadline_fire(Timer* t) {
   if (g) ready(start_or_g(pd, g));
 }
 
-void call_hangup_hook(PollDesc* pd) {
-  pd->lock.lock();
-  void (*fn)(void*) = pd->hangup_fn;
-  void* arg = pd->hangup_arg;
-  if (fn != nullptr) pd->hangup_calls.fetch_add(1, std::memory_order_acq_rel);
-  pd->lock.unlock();
-  if (fn == nullptr) return;
-  fn(arg);
-  pd->hangup_calls.fetch_sub(1, std::memory_order_acq_rel);
+// Takes pd's armed hang-up start, if any: the G to ready for it, or nullptr. Called with
+// no lock held (making a G may map a stack).
+G* take_hangup_start(PollDesc* pd) {
+  if (!pd->hangup_armed.exchange(false, std::memory_order_seq_cst)) return nullptr;
+  hangup_starts.fetch_sub(1, std::memory_order_relaxed);
+  return new_waiting_g(pd->hangup_fn, pd->hangup_arg, pd->hangup_stack, pd->hangup_name);
 }
 
 }  // namespace
@@ -261,6 +262,7 @@ void netpoll_init() {
   break_pending.store(false);
   waiters.store(0);
   start_slots.store(0);
+  hangup_starts.store(0);
   if (++runs == 0) ++runs;
   generation.store(runs, std::memory_order_release);
 }
@@ -276,7 +278,8 @@ void netpoll_shutdown() {
     // Armed by poll_start_on_read: start_arg is what its owner left to be resumed (a
     // parked connection). Abandoned at exit as a parked goroutine is, and, like that
     // goroutine's stack, kept and scanned by LeakSanitizer so only real leaks show.
-    if (pd->rg.load(std::memory_order_relaxed) == kStart) {
+    if (pd->rg.load(std::memory_order_relaxed) == kStart ||
+        pd->hangup_armed.load(std::memory_order_relaxed)) {
       __lsan_register_root_region(pd, sizeof *pd);
       continue;
     }
@@ -293,7 +296,8 @@ std::uint32_t poll_generation() noexcept { return generation.load(std::memory_or
 
 bool netpoll_anything_waiting() {
   return waiters.load(std::memory_order_relaxed) > 0 ||
-         start_slots.load(std::memory_order_relaxed) > 0;
+         start_slots.load(std::memory_order_relaxed) > 0 ||
+         hangup_starts.load(std::memory_order_relaxed) > 0;
 }
 
 int netpoll_waiter_count() { return waiters.load(std::memory_order_relaxed); }
@@ -369,17 +373,17 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
     if (static_cast<std::uint16_t>(data >> kTagShift) != pd->seq.load(std::memory_order_acquire))
       continue;  // for an earlier registration of this PollDesc
     std::uint32_t ev = events[i].events;
-    // Before unblocking: a reader that consumes this readiness must also see it.
+    // Before unblocking: a reader that consumes this readiness must also see it; and
+    // seq_cst against poll_start_on_hangup, which arms and then looks at the flag.
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
-      pd->hangup.store(true, std::memory_order_release);
-    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) call_hangup_hook(pd);
-    G* gs[2] = {nullptr, nullptr};
+      pd->hangup.store(true, std::memory_order_seq_cst);
+    G* gs[3] = {nullptr, nullptr, nullptr};
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
-      gs[0] = unblock(pd, IoMode::read, true);
+      gs[0] = start_or_g(pd, unblock(pd, IoMode::read, true));
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, IoMode::write, true);
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) gs[2] = take_hangup_start(pd);
     for (G* g : gs) {
       if (!g) continue;
-      g = start_or_g(pd, g);
       g->link = nullptr;
       *tail = g;
       tail = &g->link;
@@ -422,8 +426,7 @@ PollDesc* poll_open(int fd) {
   pd->w_interrupted.store(nullptr);
   pd->rd = pd->wd = 0;
   pd->rt.armed = pd->wt.armed = 0;
-  pd->hangup_fn = nullptr;
-  pd->hangup_arg = nullptr;
+  pd->hangup_armed.store(false);
   pd->rt.pd = pd->wt.pd = pd;
   pd->rt.mode = IoMode::read;
   pd->wt.mode = IoMode::write;
@@ -472,15 +475,14 @@ void poll_forget(PollDesc* pd) {
 
 void poll_evict(PollDesc* pd) {
   pd->lock.lock();
-  pd->closing.store(true, std::memory_order_release);
+  pd->closing.store(true, std::memory_order_seq_cst);  // see poll_start_on_hangup
   G* r = unblock(pd, IoMode::read, false);
   G* w = unblock(pd, IoMode::write, false);
-  pd->hangup_fn = nullptr;  // its owner may go once the descriptor is closed
-  pd->hangup_arg = nullptr;
   pd->lock.unlock();
-  while (pd->hangup_calls.load(std::memory_order_acquire) != 0) sched_yield();
   if (r) ready(start_or_g(pd, r));
   if (w) ready(w);
+  // An armed hang-up start runs too: its owner gets its argument back that way.
+  if (G* h = take_hangup_start(pd)) ready(h);
 }
 
 namespace {
@@ -591,13 +593,29 @@ void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t 
   ready(new_waiting_g(fn, arg, stack_size, name));
 }
 
-void poll_set_hangup_hook(PollDesc* pd, void (*fn)(void*), void* arg) {
-  pd->lock.lock();
+void poll_start_on_hangup(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t stack_size,
+                          const char* name) {
   pd->hangup_fn = fn;
   pd->hangup_arg = arg;
-  pd->lock.unlock();
-  // A call that read the previous hook may still run: wait it out (it does not block).
-  while (pd->hangup_calls.load(std::memory_order_acquire) != 0) sched_yield();
+  pd->hangup_stack = stack_size;
+  pd->hangup_name = name;
+  // Counted first: a notifier that takes it at once counts it down.
+  hangup_starts.fetch_add(1, std::memory_order_relaxed);
+  if (pd->hangup_armed.exchange(true, std::memory_order_seq_cst)) {
+    std::fprintf(stderr, "goro: fatal error: a descriptor armed twice to start on hang-up\n");
+    std::abort();
+  }
+  // Armed, then the flags looked at (seq_cst both here and in netpoll_ready): a hang-up
+  // or an evict that came first is seen here, or sees the start armed.
+  if (pd->hangup.load(std::memory_order_seq_cst) || pd->closing.load(std::memory_order_seq_cst)) {
+    if (G* g = take_hangup_start(pd)) ready(g);
+  }
+}
+
+bool poll_cancel_start_on_hangup(PollDesc* pd) {
+  if (!pd->hangup_armed.exchange(false, std::memory_order_seq_cst)) return false;
+  hangup_starts.fetch_sub(1, std::memory_order_relaxed);
+  return true;
 }
 
 std::uint64_t poll_event_data(PollDesc* pd) {

@@ -1,9 +1,9 @@
-// The pool for connection objects (detail/object_pool.hpp): every size up to the limit
+// The pool for connection objects (goro/base/object_pool.hpp): every size up to the limit
 // gets memory that is 16-byte aligned and its own; a freed object's memory serves the
 // next of its class; goroutines on several Ps allocating and freeing at once never get
 // one object twice. Run with 1, 2, 4, 8 Ps.
 
-#include <goro/scheduler/detail/object_pool.hpp>
+#include <goro/base/object_pool.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
@@ -17,9 +17,9 @@
 
 namespace {
 
-using goro::detail::kMaxPooled;
-using goro::detail::pool_alloc;
-using goro::detail::pool_free;
+using goro::kMaxPooled;
+using goro::pool_alloc;
+using goro::pool_free;
 using goro_test::WithProcs;
 
 TEST(ObjectPool, EverySizeIsAlignedWritableAndDistinct) {
@@ -54,7 +54,7 @@ TEST(ObjectPool, FreedMemoryServesTheNextOfItsClass) {
 }
 #endif
 
-struct Pooled : goro::detail::Pooled {
+struct Pooled : goro::Pooled {
   std::uint64_t words[30];
 };
 

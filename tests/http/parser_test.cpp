@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 
 namespace goro::http::detail {
 namespace {

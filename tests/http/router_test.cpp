@@ -1,32 +1,21 @@
-// Router matching and middleware. Dispatch is tested without a network: a Request is
-// prepared from parts and the response captured from a ResponseSink.
+// Router matching and middleware. Dispatch is tested through httptest::record: the
+// request goes over an in-memory connection and the response is read off the wire.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <goro/http/httptest.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/router.hpp>
 
-#include "access.hpp"
 #include "test_util.hpp"
 
 namespace goro::http::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-class CaptureSink final : public detail::ResponseSink {
- public:
-  std::string wire;
-  std::error_code write_out(const iovec* iov, int count) override {
-    for (int i = 0; i < count; ++i)
-      wire.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
-    return {};
-  }
-  bool reusable() override { return true; }
-};
 
 struct Dispatched {
   int status = 0;
@@ -37,26 +26,20 @@ struct Dispatched {
 };
 
 Dispatched dispatch(const Handler& h, std::string_view method, std::string_view target) {
-  static const HeaderField host[] = {{"Host", "x"}};
-  Request req;
-  detail::RequestAccess::prepare(req, method, target, host, nullptr);
-  CaptureSink sink;
-  ResponseWriter w;
-  detail::ResponseAccess::begin(w, &sink, 1, method == "HEAD", true, 1 << 16);
-  h(req, w);
-  detail::ResponseAccess::finish(w);
+  const std::string wire =
+      httptest::record(h, httptest::new_request(method, target).header("Host", "x")).raw;
   Dispatched r;
-  r.status = std::stoi(sink.wire.substr(9, 3));
-  std::size_t end = sink.wire.find("\r\n\r\n");
-  r.body = sink.wire.substr(end + 4);
-  r.head = sink.wire.substr(0, end + 2);
-  std::size_t allow = sink.wire.find("Allow: ");
+  r.status = std::stoi(wire.substr(9, 3));
+  std::size_t end = wire.find("\r\n\r\n");
+  r.body = wire.substr(end + 4);
+  r.head = wire.substr(0, end + 2);
+  std::size_t allow = wire.find("Allow: ");
   if (allow != std::string::npos && allow < end) {
-    r.allow = sink.wire.substr(allow + 7, sink.wire.find("\r\n", allow) - allow - 7);
+    r.allow = wire.substr(allow + 7, wire.find("\r\n", allow) - allow - 7);
   }
-  std::size_t location = sink.wire.find("Location: ");
+  std::size_t location = wire.find("Location: ");
   if (location != std::string::npos && location < end) {
-    r.location = sink.wire.substr(location + 10, sink.wire.find("\r\n", location) - location - 10);
+    r.location = wire.substr(location + 10, wire.find("\r\n", location) - location - 10);
   }
   return r;
 }

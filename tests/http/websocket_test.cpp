@@ -24,9 +24,9 @@
 #include <goro/scheduler/waitgroup.hpp>
 
 #include "test_certs.hpp"
-#include "websocket_deflate.hpp"
-#include "websocket_frame.hpp"
-#include "websocket_handshake.hpp"
+#include "websocket/websocket_deflate.hpp"
+#include "websocket/websocket_frame.hpp"
+#include "websocket/websocket_handshake.hpp"
 
 namespace goro::http::websocket {
 namespace {

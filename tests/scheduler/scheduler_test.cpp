@@ -5,7 +5,6 @@
 
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/detail/introspect.hpp>
-#include <goro/scheduler/detail/memory_return.hpp>
 #include <goro/scheduler/detail/runtime.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
@@ -214,7 +213,7 @@ TEST_P(Scheduler, ExitedGoroutinesGiveTheirStacksBackWhenAsked) {
         done.wait();
         goro::sleep(std::chrono::milliseconds(20));  // the last ones finish exiting
         exited = goro::stats().stack_committed_bytes;
-        goro::detail::return_freed_memory_soon();
+        goro::return_freed_memory_soon();
         goro::sleep(std::chrono::milliseconds(1000));
         // Released in batches between yields: slower under the sanitizers.
         for (int i = 0; i < 50; ++i) {

@@ -20,7 +20,7 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 
 namespace goro::http {
 

@@ -1,223 +1,176 @@
-// Internals shared by the server (server.cpp) and its connections (server_conn.cpp):
-// the state of one Server, and the connection goroutine's object, ServerConn.
+// Connection: one accepted connection, whatever protocol it speaks — the connection core
+// of the server (core/conn.cpp has the design). Its engines, h1/ and h2/, frame the
+// bytes; the runner (core/exchange.hpp) serves each request they read.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <unordered_set>
+#include <string_view>
 
+#include <goro/base/object_pool.hpp>
 #include <goro/http/server.hpp>
-#include <goro/net/conn.hpp>
-#include <goro/scheduler/chan.hpp>
-#include <goro/scheduler/detail/object_pool.hpp>
-#include <goro/scheduler/mutex.hpp>
+#include <goro/net/stream.hpp>
 
-#include "message_parser.hpp"
+#include "core/server_impl.hpp"
 
-namespace goro::http {
+namespace goro::http::detail {
 
-namespace detail {
-class ServerConn;
-class H2Conn;
+class Connection;
 
-// A server's connections, linked through the ServerConns themselves: a node per
-// connection in a set would sit in malloc's heap among short-lived allocations and keep
-// their pages from going back (goro/scheduler/detail/object_pool.hpp). Under
-// Server::Impl::mu.
-class ConnList {
+// A counted reference to a Connection. The goroutine serving it holds one, and so does
+// each netpoller wake-up armed for it (a parked connection's, a hang-up's): whichever
+// drops the last one frees it, and with it the connection leaves the server's list and
+// its stream closes. So no goroutine ever touches a connection that is gone, however the
+// wake-ups and the serving goroutine interleave.
+class ConnRef {
  public:
-  void insert(ServerConn* c) noexcept;
-  void erase(ServerConn* c) noexcept;
-  bool empty() const noexcept { return count_ == 0; }
-  std::size_t size() const noexcept { return count_; }
-  // fn(c) for each connection; fn may not erase any.
-  template <class F>
-  void for_each(F&& fn) const;
+  ConnRef() noexcept = default;
+  ConnRef(const ConnRef& o) noexcept;
+  ConnRef(ConnRef&& o) noexcept : c_(o.c_) { o.c_ = nullptr; }
+  ConnRef& operator=(ConnRef o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  ~ConnRef();
+
+  Connection* get() const noexcept { return c_; }
+  Connection* operator->() const noexcept { return c_; }
+  Connection& operator*() const noexcept { return *c_; }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+
+  // The reference as a pointer, for a wake-up's argument; adopt() makes it a ConnRef again.
+  Connection* release() noexcept {
+    Connection* c = c_;
+    c_ = nullptr;
+    return c;
+  }
+  static ConnRef adopt(Connection* c) noexcept {
+    ConnRef r;
+    r.c_ = c;
+    return r;
+  }
 
  private:
-  ServerConn* head_ = nullptr;
-  std::size_t count_ = 0;
-};
-}  // namespace detail
-
-struct Server::Impl {
-  ServerOptions options;
-  Handler handler;
-  // Every request context derives from base, cancelled when the shutdown deadline
-  // passes; shutdown_started is cancelled as shutdown begins.
-  Context base;
-  CancelFunc cancel_base;
-  Context shutdown_started;
-  CancelFunc cancel_shutdown_started;
-
-  goro::Mutex mu;  // guards the fields below, and ServerConn::h2_
-  detail::ConnList conns;
-  std::unordered_set<net::Listener*> listeners;
-  bool shutting_down = false;
-  // shutting_down, readable without mu; seq_cst against ServerConn::idle_ (set_idle).
-  std::atomic<bool> closing{false};
-  std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
-
-  void log_error(std::string_view message) const {
-    if (options.error_log) {
-      options.error_log(message);
-    } else {
-      std::fprintf(stderr, "goro/http: %.*s\n", static_cast<int>(message.size()), message.data());
-    }
-  }
+  Connection* c_ = nullptr;
 };
 
-namespace detail {
-
-// What the server logs when a handler throws: "handler for GET /x from 1.2.3.4:5
-// (HTTP/2) threw: <what>" (no protocol for HTTP/1.1).
-std::string handler_threw_message(const Request& req, std::string_view protocol,
-                                  const char* what);
-
-// Where a request's context finds its server's shutdown_context().
-extern const goro::ContextKey<Context> shutdown_key;
-
-// server_stats()'s counters, in shards so that connections on different cores do not
-// write one cache line: a thread takes a shard on first use, round robin. Relaxed: each
-// is a statistic, ordered with nothing else.
-struct alignas(64) StatsShard {
-  std::atomic<std::uint64_t> opened{0}, closed{0}, bytes_in{0}, bytes_out{0};
-};
-StatsShard& stats_shard();
-
-class ServerConn final : public BodySource, public ResponseSink, public goro::detail::Pooled {
+// What serves a connection once its protocol is chosen (h1/conn.cpp, h2/conn.cpp), as
+// the connection sees it: told when a shutdown finds it busy.
+class Engine {
  public:
-  ServerConn(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream)
-      : server_(std::move(server)), stream_(std::move(stream)), x_(new_exchange()) {
-    std::lock_guard lock(server_->mu);
-    server_->conns.insert(this);
-    stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
-  }
+  // HTTP/2 sends GOAWAY; HTTP/1.1 has nothing to do (it reads Server::Impl::closing at
+  // the end of each response). Called under Server::Impl::mu; must not block.
+  virtual void begin_shutdown() = 0;
 
-  ~ServerConn() {
-    // First: the hook points at this object (it returns once no call is running).
-    if (hangup_hook_set_) stream_->on_hangup(nullptr, nullptr);
-    {
-      std::lock_guard lock(server_->mu);
-      server_->conns.erase(this);
-      if (server_->shutting_down && server_->conns.empty() && server_->drained) {
-        server_->drained->close();
-        server_->drained.reset();
-      }
-    }
-    stream_->close();
-    publish_bytes();
-    stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
-  }
+ protected:
+  ~Engine() = default;
+};
 
-  // What serve and resume leave behind: the connection ended (the caller deletes this
-  // object), or it waits for its next request with no goroutine (this object belongs
-  // to the goroutine that the stream starts when bytes arrive, which calls resume).
-  enum class Served { ended, parked };
-  Served serve();
-  // Lets an idle connection park (see wait_idle); the caller of serve must then give
-  // up the object when it parks. Off for Server::serve_conn, whose caller waits.
-  void allow_parking() noexcept { may_park_ = true; }
+class Connection final : public goro::Pooled {
+ public:
+  // A new connection of server on stream, in the server's list. tls: the stream is a
+  // net::TlsConn (its ALPN chooses the protocol). may_park: whether an idle connection
+  // may wait with no goroutine (not under Server::serve_conn, whose caller waits for the
+  // connection to end).
+  static ConnRef open(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
+                      bool tls, bool may_park);
+  // Chooses the protocol (the table in conn.cpp) and serves the connection on the calling
+  // goroutine until it ends or its engine parks it.
+  static void serve(ConnRef self);
 
-  // Called by shutdown, under server mu.
-  bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }
-  void close_stream() { stream_->close(); }
-  // Shutdown found the connection busy: an HTTP/2 one says GOAWAY (server_conn_h2.cpp).
-  void begin_shutdown();
+  Server::Impl& server() noexcept { return *server_; }
+  const ServerOptions& options() const noexcept { return server_->options; }
+  net::Stream& stream() noexcept { return *stream_; }
+  // "ip:port" of the client.
+  std::string_view remote_addr() const noexcept { return remote_; }
 
- private:
-  // Whether the connection is to speak HTTP/2: ALPN "h2" agreed over TLS, or the h2c
-  // client preface read (and left in parser_) on a plain one (server_conn_h2.cpp).
-  bool wants_http2();
-  void serve_http2();
-  // What one request/response exchange needs, held only while the connection is not
-  // parked: an idle connection gives it all back.
-  struct Exchange {
-    MessageParser parser;
-    Request request;
-    ResponseWriter writer;
-    std::string scratch;  // error responses
-    std::string out;      // responses batched for one write (pipelining)
-  };
-  std::unique_ptr<Exchange> new_exchange() const;
-  enum class Head { ready, ended, parked };
-  Served serve_requests(bool first, bool resumed);
-  // The goroutine the stream starts for a parked connection.
-  static void resume(void* self);
+  // --- idle state, which shutdown reads (see conn.cpp) ---
+  // Sets the flag; false when the server is closing: the caller ends the connection.
   bool set_idle(bool idle);
-  Head read_head(bool first, bool resumed);
-  // nullopt: parked.
-  std::optional<Result<std::size_t>> wait_idle();
-  void serve_request();
-  void handler_failed(const char* what);
-  void respond_error(int status, std::string_view message, bool head_known = false);
-  // Builds the server's own reply into scratch_, through the on_error_reply hook.
-  void build_error(int status, std::string_view message, bool head_known);
-  void linger_close();
-  bool drain();
-  std::error_code flush_out();
-  void set_read_deadline(net::Deadline d);
-  void set_write_deadline(net::Deadline d);
-  std::error_code body_failed(const ParseError& error);
+  bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }
+  // The engine serving now (nullptr: none yet, or parked); under Server::Impl::mu.
+  void set_engine(Engine* engine);
+  // Shutdown: an idle connection's stream is closed, a busy one's engine told. Under
+  // Server::Impl::mu.
+  void close_stream() { stream_->close(); }
+  void begin_shutdown() {
+    if (engine_ != nullptr) engine_->begin_shutdown();
+  }
 
-  Result<std::size_t> read_body(void* buf, std::size_t len) override;
-  bool client_gone() override;
-  void interrupt_reads() override;
-  Context request_context() override;
-  net::Stream* take_over(std::string& early) override;
-  // The stream's hang-up hook: cancels the current request's context.
-  static void hung_up(void* self);
+  // --- waiting for the next request with no goroutine ---
+  // Arranges for resume to start on a new goroutine, with the reference self gives up,
+  // once the stream has something to read (bytes, its end, an error), its read deadline
+  // passes or shutdown closes it; resume serves on and, like a protocol's serve, leaves
+  // its reference empty if it parks again. False, with self kept, when the connection may
+  // not park or the stream cannot wait that way (TLS; bytes may be waiting already): the
+  // caller reads as usual.
+  static bool park_until_readable(ConnRef& self, void (*resume)(ConnRef& self));
+
+  // --- the request being served (HTTP/1.1: one at a time) ---
+  // A new context for it, under the server's base: cancelled when the client hangs up
+  // (the netpoller sees it, no read needed), at the shutdown deadline, and by
+  // end_request_context.
+  Context request_context();
   void end_request_context();
-  void publish_bytes();
-  std::error_code write_out(const iovec* iov, int count) override;
-  bool reusable() override;
+  // Whether the client is known to have gone (a hang-up seen, a failed write or read),
+  // else a poll of the stream that does not wait.
+  bool client_gone();
+  void note_peer_gone() noexcept { peer_gone_ = true; }
 
+  // Bytes read and written, added to server_stats() now and then (publish_bytes).
+  void count_in(std::size_t n) noexcept { bytes_in_ += n; }
+  void count_out(std::size_t n) noexcept { bytes_out_ += n; }
+  void publish_bytes();
+
+ private:
+  friend class ConnRef;
+  friend class ConnList;
+  Connection(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream, bool tls,
+             bool may_park);
+  ~Connection();
+  // The serving goroutine is done with the connection: takes back an armed hang-up
+  // start (its reference with it).
+  void done_serving();
+  static void resumed(void* self);
+  static void hung_up(void* self);
+
+  std::atomic<int> refs_{1};
   std::shared_ptr<Server::Impl> server_;
   std::unique_ptr<net::Stream> stream_;
   std::string remote_;
-  std::unique_ptr<Exchange> x_;  // null only while parked
-
   std::atomic<bool> idle_{true};  // see set_idle
-  // The HTTP/2 connection being served, if any; guarded by server_->mu.
-  H2Conn* h2_ = nullptr;
-  bool keep_going_ = true;
-  bool continue_sent_ = false;
-  bool close_after_ = false;  // the connection cannot carry another request
-  bool handler_done_ = false;
-  bool finishing_ = false;  // writes now end a response; they may be batched
-  bool taken_over_ = false;  // the handler took the connection (take_over)
-  bool may_park_ = false;    // allow_parking
-  // The deadlines last set on the stream (max: not set yet, whatever the stream came
-  // with): a request that changes neither (no body or write timeout configured) makes
-  // no call.
-  net::Deadline read_deadline_ = net::Deadline::max();
-  net::Deadline write_deadline_ = net::Deadline::max();
-  std::atomic<bool> reads_interrupted_{false};  // interrupt_reads set a deadline of its own
+  const bool tls_;
+  const bool may_park_;
   bool peer_gone_ = false;
-  std::error_code body_error_;
-  // Bytes read and written since they were last added to server_stats().
+  Engine* engine_ = nullptr;           // guarded by server_->mu
+  void (*resume_)(ConnRef&) = nullptr;  // what park_until_readable starts
   std::uint64_t bytes_in_ = 0;
   std::uint64_t bytes_out_ = 0;
 
-  // The current request's context, made on the handler's first Request::context().
-  std::mutex ctx_mu_;         // guards request_cancel_ and hung_up_ (the hook takes it)
+  // The current request's context, and the hang-up start that cancels it.
+  std::mutex ctx_mu_;          // guards request_cancel_ and hung_up_ (hung_up takes it)
   CancelFunc request_cancel_;  // empty while no request context is live
-  bool hung_up_ = false;       // the hook has run: the client is gone
-  bool request_ctx_made_ = false;  // the connection goroutine's own
-  bool hangup_hook_set_ = false;
+  bool hung_up_ = false;       // hung_up has run: the client is gone
+  bool hangup_armed_ = false;  // the serving goroutine's: a hang-up start holds a reference
 
   // Server::Impl::conns (mu).
-  friend class ConnList;
-  ServerConn* prev_ = nullptr;
-  ServerConn* next_ = nullptr;
+  Connection* prev_ = nullptr;
+  Connection* next_ = nullptr;
 };
 
-inline void ConnList::insert(ServerConn* c) noexcept {
+inline ConnRef::ConnRef(const ConnRef& o) noexcept : c_(o.c_) {
+  if (c_ != nullptr) c_->refs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline ConnRef::~ConnRef() {
+  // acq_rel: the last one sees every other holder's writes before it frees.
+  if (c_ != nullptr && c_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c_;
+}
+
+inline void ConnList::insert(Connection* c) noexcept {
   c->prev_ = nullptr;
   c->next_ = head_;
   if (head_ != nullptr) head_->prev_ = c;
@@ -225,7 +178,7 @@ inline void ConnList::insert(ServerConn* c) noexcept {
   ++count_;
 }
 
-inline void ConnList::erase(ServerConn* c) noexcept {
+inline void ConnList::erase(Connection* c) noexcept {
   (c->prev_ != nullptr ? c->prev_->next_ : head_) = c->next_;
   if (c->next_ != nullptr) c->next_->prev_ = c->prev_;
   c->prev_ = c->next_ = nullptr;
@@ -234,8 +187,7 @@ inline void ConnList::erase(ServerConn* c) noexcept {
 
 template <class F>
 void ConnList::for_each(F&& fn) const {
-  for (ServerConn* c = head_; c != nullptr; c = c->next_) fn(c);
+  for (Connection* c = head_; c != nullptr; c = c->next_) fn(c);
 }
 
-}  // namespace detail
-}  // namespace goro::http
+}  // namespace goro::http::detail

@@ -1,5 +1,5 @@
-// The server: accept loops that start one goroutine per connection (a ServerConn, in
-// server_conn.cpp), graceful shutdown, and the package's listen-and-serve helpers.
+// The server: accept loops that start one goroutine per connection (a Connection, in
+// core/conn.cpp), graceful shutdown, and the package's listen-and-serve helpers.
 #include <goro/http/server.hpp>
 
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
 
-#include "server_conn.hpp"
+#include "core/conn.hpp"
 
 namespace goro::http {
 
@@ -30,15 +30,11 @@ Server::~Server() = default;
 
 namespace {
 
-void start_conn(const std::shared_ptr<Server::Impl>& impl, std::unique_ptr<net::Stream> stream) {
-  auto conn = std::make_unique<detail::ServerConn>(impl, std::move(stream));
-  conn->allow_parking();
+void start_conn(const std::shared_ptr<Server::Impl>& impl, std::unique_ptr<net::Stream> stream,
+                bool tls) {
+  detail::ConnRef conn = detail::Connection::open(impl, std::move(stream), tls, true);
   goro::go(GoOptions{.stack_size = impl->options.stack_size, .name = "http conn"},
-           [conn = std::move(conn)]() mutable {
-             // Parked: the goroutine the connection's next bytes start owns it now.
-             if (conn->serve() == detail::ServerConn::Served::parked) (void)conn.release();
-             conn.reset();
-           });
+           [conn = std::move(conn)]() mutable { detail::Connection::serve(std::move(conn)); });
 }
 
 // Errors accept() may return that concern one connection, not the listener.
@@ -49,7 +45,7 @@ bool transient_accept_error(std::error_code ec) {
 
 template <class L, class Wrap>
 std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listener,
-                            net::Listener& inner, Wrap wrap) {
+                            net::Listener& inner, bool tls, Wrap wrap) {
   {
     std::lock_guard lock(impl->mu);
     if (impl->shutting_down) return errc::server_closed;
@@ -59,7 +55,7 @@ std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listen
   for (;;) {
     auto conn = listener.accept();
     if (conn) {
-      start_conn(impl, wrap(std::move(*conn)));
+      start_conn(impl, wrap(std::move(*conn)), tls);
       continue;
     }
     if (transient_accept_error(conn.error())) continue;
@@ -75,21 +71,25 @@ std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listen
 }  // namespace
 
 std::error_code Server::serve(net::Listener& listener) {
-  return accept_loop(impl_, listener, listener, [](net::Conn&& c) -> std::unique_ptr<net::Stream> {
-    return std::make_unique<net::Conn>(std::move(c));
-  });
+  return accept_loop(impl_, listener, listener, false,
+                     [](net::Conn&& c) -> std::unique_ptr<net::Stream> {
+                       return std::make_unique<net::Conn>(std::move(c));
+                     });
 }
 
 std::error_code Server::serve(net::TlsListener& listener) {
-  return accept_loop(impl_, listener, listener.inner(),
+  return accept_loop(impl_, listener, listener.inner(), true,
                      [](net::TlsConn&& c) -> std::unique_ptr<net::Stream> {
                        return std::make_unique<net::TlsConn>(std::move(c));
                      });
 }
 
 void Server::serve_conn(std::unique_ptr<net::Stream> stream) {
-  detail::ServerConn conn(impl_, std::move(stream));
-  conn.serve();
+  detail::Connection::serve(detail::Connection::open(impl_, std::move(stream), false, false));
+}
+
+void Server::serve_conn(std::unique_ptr<net::TlsConn> stream) {
+  detail::Connection::serve(detail::Connection::open(impl_, std::move(stream), true, false));
 }
 
 std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline) {
@@ -100,7 +100,7 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
     impl_->shutting_down = true;
     impl_->closing.store(true, std::memory_order_seq_cst);
     for (net::Listener* l : impl_->listeners) l->close();
-    impl_->conns.for_each([](detail::ServerConn* c) {
+    impl_->conns.for_each([](detail::Connection* c) {
       if (c->idle()) {
         c->close_stream();
       } else {
@@ -120,7 +120,7 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
   impl_->cancel_base();
   std::lock_guard lock(impl_->mu);
   if (impl_->conns.empty()) return {};
-  impl_->conns.for_each([](detail::ServerConn* c) { c->close_stream(); });
+  impl_->conns.for_each([](detail::Connection* c) { c->close_stream(); });
   return errc::shutdown_timeout;
 }
 

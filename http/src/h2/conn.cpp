@@ -12,14 +12,12 @@
 //     marks the connection dead, every stream is treated as reset (its handler's
 //     context is cancelled, its reads and writes fail), and the reader waits for the
 //     writer and the handlers before it frees the session.
-#include "h2_conn.hpp"
+#include "h2/conn.hpp"
 
 #include <algorithm>
 
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/runtime.hpp>
-
-#include "server_conn.hpp"
 
 namespace goro::http::detail {
 namespace {
@@ -154,11 +152,10 @@ struct H2Callbacks {
   }
 };
 
-H2Conn::H2Conn(std::shared_ptr<Server::Impl> server, net::Stream& stream, std::string remote,
-               std::string early)
-    : server_(std::move(server)),
-      stream_(stream),
-      remote_(std::move(remote)),
+H2Conn::H2Conn(Connection& conn, std::string early)
+    : server_(&conn.server()),
+      stream_(conn.stream()),
+      remote_(conn.remote_addr()),
       early_(std::move(early)) {
   nghttp2_session_callbacks* callbacks;
   nghttp2_session_callbacks_new(&callbacks);
@@ -354,4 +351,21 @@ void H2Conn::writer() {
   goroutines_.done();
 }
 
+namespace h2 {
+
+void serve(ConnRef& self, std::string_view early) {
+  Connection& c = *self;
+  // The protocol choice's deadlines end here; H2Conn sets its own.
+  c.stream().set_read_deadline(net::no_deadline);
+  c.stream().set_write_deadline(net::no_deadline);
+  H2Conn conn(c, std::string(early));
+  // Busy from now on: a shutdown sends GOAWAY (begin_shutdown) rather than closing.
+  c.set_idle(false);
+  c.set_engine(&conn);
+  c.publish_bytes();
+  conn.serve();
+  c.set_engine(nullptr);
+}
+
+}  // namespace h2
 }  // namespace goro::http::detail

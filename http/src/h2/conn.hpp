@@ -5,13 +5,14 @@
 // between it, the socket and the handlers.
 //
 // Goroutines of one connection:
-//   reader   the connection goroutine (ServerConn::serve handed it over): reads the
-//            socket and feeds nghttp2_session_mem_recv; nghttp2's callbacks create
+//   reader   the connection goroutine (the connection core chose HTTP/2 for it): reads
+//            the socket and feeds nghttp2_session_mem_recv; nghttp2's callbacks create
 //            streams, start their handlers, and queue request body bytes on them;
 //   writer   takes what nghttp2_session_mem_send produces, under the lock, and writes
 //            it without the lock; parks on wake_ while nghttp2 has nothing to send;
-//   handlers one per stream: runs the Handler with a Request and a ResponseWriter
-//            whose sink (H2Stream) queues the response for the writer.
+//   handlers one per stream: the exchange runner (core/exchange.hpp) runs the Handler
+//            with a Request and a Response whose sink (H2Stream) queues the response
+//            for the writer.
 // mu_ (a goro::Mutex: it is held across nghttp2 calls, never across a socket write or
 // read) guards the session and every field marked so, in H2Conn and in its H2Streams.
 // Lock order: Server::Impl::mu before mu_ (shutdown calls begin_shutdown under the
@@ -46,12 +47,22 @@
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
+#include "core/conn.hpp"
+#include "core/exchange.hpp"
+#include "core/response.hpp"
+
 namespace goro::http::detail {
+
+namespace h2 {
+// Serves self as HTTP/2 (early: bytes read already, the client preface on h2c) until the
+// connection ends.
+void serve(ConnRef& self, std::string_view early);
+}  // namespace h2
 
 class H2Conn;
 
 // One request/response exchange; created when its HEADERS begin.
-class H2Stream final : public BodySource, public ResponseSink {
+class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
  public:
   H2Stream(H2Conn& conn, std::int32_t id) : conn_(conn), id_(id) {}
 
@@ -80,8 +91,8 @@ class H2Stream final : public BodySource, public ResponseSink {
 
  private:
   void run();
-  void handler_failed(const char* what);
-  // Answers without a handler (the head was refused), from the reader: caller holds mu_.
+  // The server's own reply instead of the handler's (core/exchange.hpp), from the reader
+  // or the stream's goroutine: caller holds mu_.
   void respond_now(int status, std::string_view message);
   // Queues a response head (and body) on the session. Caller holds mu_.
   std::error_code submit(int status, const Headers& headers, std::int64_t content_length,
@@ -92,16 +103,25 @@ class H2Stream final : public BodySource, public ResponseSink {
   void consume(std::size_t n);
   void reset(std::uint32_t error_code);  // caller holds mu_
 
-  Result<std::size_t> read_body(void* buf, std::size_t len) override;
-  bool client_gone() override;
-  void interrupt_reads() override;
+  // Exchange (RequestHost)
+  std::string_view protocol() const noexcept override { return "HTTP/2"; }
+  void refuse(int status, std::string_view message) override;
+  void end_request_context() override;
   Context request_context() override;
-  std::error_code write_out(const iovec* iov, int count) override;
-  bool reusable() override { return true; }
-  bool frames_response() const noexcept override { return true; }
-  std::error_code write_head(int status, const Headers& headers, std::int64_t content_length,
-                             std::string_view body, bool end) override;
-  std::error_code end_body(bool complete) override;
+  bool client_gone() override;
+  // BodyReader
+  Result<std::size_t> read(void* buf, std::size_t len) override;
+  // ResponseSink
+  std::error_code send_head(int status, const Headers& fields, std::int64_t length,
+                            std::string_view body, bool end) override;
+  std::error_code send_body(std::string_view data) override;
+  std::error_code end_body(bool complete, const Headers& trailers) override;
+  std::error_code send_informational(int status, const Headers& fields) override;
+  Result<TakenConnection> take_over() override;
+  std::error_code set_deadline(net::IoMode mode, net::Deadline d) override;
+  // Parks while more than the buffer's worth of response waits for the client. Caller
+  // holds lock.
+  std::error_code wait_for_room(std::unique_lock<goro::Mutex>& lock);
 
   H2Conn& conn_;
   const std::int32_t id_;
@@ -117,9 +137,12 @@ class H2Stream final : public BodySource, public ResponseSink {
   // The request the handler sees; field_bytes_ stays put while it runs.
   std::vector<HeaderField> fields_;
   Request request_;
-  ResponseWriter writer_;
+  Response writer_;
+  OwnReply reply_;
+  // Guarded by mu_ (a handler may move them through ResponseController).
   std::chrono::steady_clock::time_point read_deadline_{};   // zero: none
   std::chrono::steady_clock::time_point write_deadline_{};  // zero: none
+  bool read_deadline_handlers_ = false;  // set by the handler: its passing resets nothing
 
   // Guarded by mu_.
   std::string body_;          // received, not yet read
@@ -127,7 +150,6 @@ class H2Stream final : public BodySource, public ResponseSink {
   std::uint64_t body_received_ = 0;
   bool body_complete_ = false;  // END_STREAM received
   bool body_too_large_ = false;
-  bool reads_interrupted_ = false;
   bool handler_running_ = false;
   bool handler_done_ = false;
   bool response_submitted_ = false;
@@ -138,15 +160,16 @@ class H2Stream final : public BodySource, public ResponseSink {
   std::string out_;  // response body bytes not yet taken by nghttp2
   std::size_t out_pos_ = 0;
   bool out_end_ = false;  // no more body after out_
-  CancelFunc cancel_;     // the request context's, while it lives
+  // Trailer fields to send after the body, lower-case names (nghttp2 copies them).
+  std::vector<std::pair<std::string, std::string>> trailers_;
+  CancelFunc cancel_;  // the request context's, while it lives
 };
 
-// One HTTP/2 connection; lives in the connection goroutine (ServerConn::serve).
-class H2Conn {
+// One HTTP/2 connection; lives in the connection goroutine (h2::serve).
+class H2Conn final : public Engine {
  public:
-  // stream stays owned by the caller; early: bytes already read from it (a preface).
-  H2Conn(std::shared_ptr<Server::Impl> server, net::Stream& stream, std::string remote,
-         std::string early);
+  // early: bytes already read from the connection's stream (a preface).
+  H2Conn(Connection& conn, std::string early);
   ~H2Conn();
   H2Conn(const H2Conn&) = delete;
   H2Conn& operator=(const H2Conn&) = delete;
@@ -155,7 +178,7 @@ class H2Conn {
   void serve();
   // Graceful shutdown: GOAWAY naming the last stream taken, then the connection ends
   // once its streams are done. Any goroutine; never blocks on the socket.
-  void begin_shutdown();
+  void begin_shutdown() override;
 
  private:
   friend class H2Stream;
@@ -169,9 +192,9 @@ class H2Conn {
   // The read deadline for the connection's state. Caller holds mu_.
   net::Deadline read_deadline() const;
 
-  std::shared_ptr<Server::Impl> server_;
+  Server::Impl* server_;
   net::Stream& stream_;
-  const std::string remote_;
+  const std::string_view remote_;
   std::string early_;
   goro::WaitGroup goroutines_;  // the writer and every handler
   goro::Chan<int> writer_wake_{1};

@@ -1,8 +1,8 @@
-// H2Stream: one HTTP/2 request, from its HEADERS to its last frame (h2_conn.hpp has the
-// design). The handler sees the same Request and ResponseWriter as over HTTP/1.1; the
-// writer hands this sink the head as fields (frames_response), which become a HEADERS
-// frame, and the body bytes, which a data provider gives nghttp2 as the peer's flow
-// control allows.
+// H2Stream: one HTTP/2 request, from its HEADERS to its last frame (h2/conn.hpp has the
+// design). The runner (core/exchange.hpp) serves it as it serves an HTTP/1.1 request:
+// the handler sees the same Request and Response; the Response hands this sink the head
+// as fields, which become a HEADERS frame, and the body bytes, which a data provider
+// gives nghttp2 as the peer's flow control allows.
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -15,8 +15,7 @@
 #include <goro/scheduler/select.hpp>
 
 #include "access.hpp"
-#include "h2_conn.hpp"
-#include "server_conn.hpp"
+#include "h2/conn.hpp"
 
 namespace goro::http::detail {
 namespace {
@@ -29,7 +28,50 @@ bool dropped_on_h2(std::string_view name) {
          iequals(name, "upgrade") || iequals(name, "content-length");
 }
 
-bool body_forbidden(int status) { return status < 200 || status == 204 || status == 304; }
+// A head for nghttp2: ":status", then the fields HTTP/2 may carry, names lower-case
+// (RFC 9113 8.2.2). The views point into names and the fields; nghttp2 copies on submit.
+class HeadFields {
+ public:
+  HeadFields(int status, const Headers& fields) {
+    const int code = status >= 100 && status <= 999 ? status : 500;
+    status_[0] = static_cast<char>('0' + code / 100);
+    status_[1] = static_cast<char>('0' + code / 10 % 10);
+    status_[2] = static_cast<char>('0' + code % 10);
+    names_.reserve(fields.size());
+    nv_.reserve(fields.size() + 4);
+    add(":status", std::string_view(status_, 3));
+    for (HeaderField f : fields) {
+      if (dropped_on_h2(f.name) || f.name.empty() ||
+          f.value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
+        continue;
+      std::string& name = names_.emplace_back(f.name);
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+      add(name, f.value);
+    }
+  }
+  void add(std::string_view name, std::string_view value) {
+    nv_.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                   reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                   value.size(), NGHTTP2_NV_FLAG_NONE});
+  }
+  const nghttp2_nv* data() const noexcept { return nv_.data(); }
+  std::size_t size() const noexcept { return nv_.size(); }
+  // Fields without the status: the names and values of a trailer section.
+  std::vector<std::pair<std::string, std::string>> without_status() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::size_t i = 1; i < nv_.size(); ++i) {
+      out.emplace_back(std::string(reinterpret_cast<const char*>(nv_[i].name), nv_[i].namelen),
+                       std::string(reinterpret_cast<const char*>(nv_[i].value), nv_[i].valuelen));
+    }
+    return out;
+  }
+
+ private:
+  char status_[3];
+  std::vector<std::string> names_;
+  std::vector<nghttp2_nv> nv_;
+};
 
 std::chrono::steady_clock::time_point deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? std::chrono::steady_clock::now() + d
@@ -120,18 +162,11 @@ void H2Stream::start() {
   }
   if (!has_host && !authority_.empty()) fields_.insert(fields_.begin(), {"host", authority_});
   std::string_view target = method_ == "CONNECT" ? std::string_view(authority_) : path_;
-  if (!RequestAccess::prepare(request_, method_, target, fields_, this))
+  if (!RequestAccess::prepare(request_, method_, target, fields_, this, this))
     return respond_now(status::bad_request, "invalid percent-encoding in the request path");
-  if (target == "*") {
-    if (method_ != "OPTIONS")
-      return respond_now(status::bad_request, "asterisk-form request target is only for OPTIONS");
-    handler_done_ = true;
-    submit(status::ok, Headers(), 0, {}, true);
-    return;
-  }
   RequestAccess::set_origin(request_, conn_.remote_, 2, 0,
                             declared_length_ >= 0 ? declared_length_ : (body_complete_ ? 0 : -1));
-  ResponseAccess::begin(writer_, this, 1, method_ == "HEAD", true, options.write_buffer_size);
+  writer_.begin(this, method_ == "HEAD", options.write_buffer_size);
   read_deadline_ = deadline_in(options.read_body_timeout);
   write_deadline_ = deadline_in(options.write_timeout);
   handler_running_ = true;
@@ -139,59 +174,33 @@ void H2Stream::start() {
   goro::go(GoOptions{.stack_size = options.stack_size, .name = "http2 stream"}, [this] { run(); });
 }
 
-// The reply goes through ServerOptions::on_error_reply, as over HTTP/1.1; the hook runs
-// on the reader with mu_ held, so it must not block (logging, adding fields).
+// The reply is the one every protocol builds (build_own_reply, through
+// ServerOptions::on_error_reply); from the reader the hook runs with mu_ held, so it must
+// not block (logging, adding fields).
 void H2Stream::respond_now(int status, std::string_view message) {
   handler_done_ = true;
-  std::string body = std::to_string(status);
-  body.push_back(' ');
-  body.append(reason_phrase(status));
-  body.append(": ");
-  body.append(message);
-  body.push_back('\n');
-  Headers headers;
-  if (const ErrorReplyHook& hook = conn_.server_->options.on_error_reply) {
-    ErrorReply reply;
-    reply.status = status;
-    reply.message = message;
-    reply.remote_addr = conn_.remote_;
-    reply.method = method_;
-    reply.target = path_;
-    reply.request_headers = fields_;
-    try {
-      hook(reply);
-    } catch (const std::exception& e) {
-      conn_.server_->log_error(std::string("on_error_reply threw: ") + e.what());
-    } catch (...) {
-      conn_.server_->log_error("on_error_reply threw");
-    }
-    headers = std::move(reply.headers);
-  }
-  headers.set("Content-Type", "text/plain; charset=utf-8");
+  build_own_reply(*conn_.server_, conn_.remote_, status, message, {method_, path_, fields_},
+                  reply_);
+  reply_.fields.set("Content-Type", "text/plain; charset=utf-8");
   const bool head = method_ == "HEAD";
-  submit(status, headers, static_cast<std::int64_t>(body.size()), head ? std::string_view() : body,
-         true);
+  submit(status, reply_.fields, static_cast<std::int64_t>(reply_.body.size()),
+         head ? std::string_view() : std::string_view(reply_.body), true);
+}
+
+void H2Stream::refuse(int status, std::string_view message) {
+  std::lock_guard lock(conn_.mu_);
+  respond_now(status, message);
+  writer_.mark_finished();
 }
 
 void H2Stream::run() {
-  try {
-    conn_.server_->handler(request_, writer_);
-  } catch (const std::exception& e) {
-    handler_failed(e.what());
-  } catch (...) {
-    handler_failed("unknown exception");
-  }
-  CancelFunc cancel;
-  {
-    std::lock_guard lock(conn_.mu_);
-    cancel = std::move(cancel_);
-    cancel_ = CancelFunc();
-  }
-  cancel();  // the handler returned: its context ends
-  std::error_code finished = ResponseAccess::finish(writer_);
+  const Ran ran = run_exchange(*conn_.server_, *this, request_, writer_);
+  std::error_code finished = writer_.finish();
   H2Conn& conn = conn_;
   std::unique_lock lock(conn.mu_);
-  if (!closed_ && (finished || !response_submitted_)) reset(NGHTTP2_INTERNAL_ERROR);
+  if (!closed_ && (finished || !response_submitted_ || ran == Ran::abandoned)) {
+    reset(NGHTTP2_INTERNAL_ERROR);
+  }
   // Body nobody will read gives its window back.
   consume(body_.size() - body_pos_);
   body_.clear();
@@ -204,54 +213,30 @@ void H2Stream::run() {
   conn.goroutines_.done();
 }
 
-void H2Stream::handler_failed(const char* what) {
-  conn_.server_->log_error(handler_threw_message(request_, "HTTP/2", what));
-  if (writer_.headers_sent()) {
-    ResponseAccess::abandon(writer_);
+// The handler returned: its context ends.
+void H2Stream::end_request_context() {
+  CancelFunc cancel;
+  {
     std::lock_guard lock(conn_.mu_);
-    if (!closed_) reset(NGHTTP2_INTERNAL_ERROR);
-  } else {
-    ResponseAccess::discard(writer_);
-    writer_.text("500 Internal Server Error\n", status::internal_server_error);
+    cancel = std::move(cancel_);
+    cancel_ = CancelFunc();
   }
+  cancel();
 }
 
 std::error_code H2Stream::submit(int status, const Headers& headers, std::int64_t content_length,
                                  std::string_view body, bool end) {
   if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
-  const int code = status >= 100 && status <= 999 ? status : 500;
-  const char status_text[3] = {static_cast<char>('0' + code / 100),
-                               static_cast<char>('0' + code / 10 % 10),
-                               static_cast<char>('0' + code % 10)};
-  // Names go lower-case (RFC 9113 8.2.2); nghttp2 copies names and values on submit.
-  std::vector<std::string> names;
-  names.reserve(headers.size());
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(headers.size() + 4);
-  auto add = [&nv](std::string_view name, std::string_view value) {
-    nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                  value.size(), NGHTTP2_NV_FLAG_NONE});
-  };
-  add(":status", std::string_view(status_text, 3));
-  for (HeaderField f : headers) {
-    if (dropped_on_h2(f.name) || f.name.empty() ||
-        f.value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
-      continue;
-    std::string& name = names.emplace_back(f.name);
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
-    add(name, f.value);
-  }
+  HeadFields nv(status, headers);
   char date[kHttpDateSize];
   http_date_now(date);
-  if (!headers.has("date")) add("date", std::string_view(date, sizeof date));
-  if (!headers.has("server")) add("server", "goro");
+  if (!headers.has("date")) nv.add("date", std::string_view(date, sizeof date));
+  if (!headers.has("server")) nv.add("server", "goro");
   char length_text[24];
   if (content_length >= 0 && !body_forbidden(status)) {
     auto [e, ec] = std::to_chars(length_text, length_text + sizeof length_text, content_length);
     (void)ec;
-    add("content-length", std::string_view(length_text, static_cast<std::size_t>(e - length_text)));
+    nv.add("content-length", std::string_view(length_text, static_cast<std::size_t>(e - length_text)));
   }
   out_.append(body);
   out_end_ = end;
@@ -282,6 +267,18 @@ ssize_t H2Stream::pull(std::uint8_t* buf, std::size_t len, std::uint32_t* flags)
   wake();  // room for the handler's next write
   if (out_.empty() && out_end_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!trailers_.empty()) {
+      // The stream ends with the trailers' HEADERS frame instead of this DATA frame.
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      std::vector<nghttp2_nv> nv;
+      nv.reserve(trailers_.size());
+      for (auto& [name, value] : trailers_) {
+        nv.push_back({reinterpret_cast<std::uint8_t*>(name.data()),
+                      reinterpret_cast<std::uint8_t*>(value.data()), name.size(), value.size(),
+                      NGHTTP2_NV_FLAG_NONE});
+      }
+      nghttp2_submit_trailer(conn_.session_, id_, nv.data(), nv.size());
+    }
     return static_cast<ssize_t>(n);
   }
   return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
@@ -332,7 +329,7 @@ bool H2Stream::wait(std::unique_lock<goro::Mutex>& lock,
   return woken;
 }
 
-Result<std::size_t> H2Stream::read_body(void* buf, std::size_t len) {
+Result<std::size_t> H2Stream::read(void* buf, std::size_t len) {
   std::unique_lock lock(conn_.mu_);
   for (;;) {
     if (body_pos_ < body_.size()) {
@@ -348,20 +345,17 @@ Result<std::size_t> H2Stream::read_body(void* buf, std::size_t len) {
     }
     if (body_too_large_) break;
     if (body_complete_ || len == 0) return std::size_t{0};
-    if (reads_interrupted_) return make_error_code(net::errc::timeout);
     if (closed_ || conn_.dead_) return make_error_code(errc::unexpected_eof);
     if (!wait(lock, read_deadline_)) {
-      reset(NGHTTP2_CANCEL);
+      // The server's body deadline ends the stream; one a handler set only its read.
+      if (!read_deadline_handlers_) reset(NGHTTP2_CANCEL);
       return make_error_code(net::errc::timeout);
     }
   }
-  lock.unlock();
   // Answered now, whatever the handler makes of the error (as over HTTP/1.1).
-  if (!writer_.headers_sent()) {
-    ResponseAccess::discard(writer_);
-    writer_.text("413 Payload Too Large: request body too large\n", status::payload_too_large);
-    ResponseAccess::finish(writer_);
-    ResponseAccess::mark_finished(writer_);
+  if (!writer_.headers_sent() && !writer_.finished()) {
+    respond_now(status::payload_too_large, "request body too large");
+    writer_.mark_finished();
   }
   return make_error_code(errc::body_too_large);
 }
@@ -371,10 +365,15 @@ bool H2Stream::client_gone() {
   return cut_off() || conn_.dead_;
 }
 
-void H2Stream::interrupt_reads() {
+std::error_code H2Stream::set_deadline(net::IoMode mode, net::Deadline d) {
   std::lock_guard lock(conn_.mu_);
-  reads_interrupted_ = true;
+  if (mode != net::IoMode::write) {
+    read_deadline_ = d;
+    read_deadline_handlers_ = true;
+  }
+  if (mode != net::IoMode::read) write_deadline_ = d;
   wake();
+  return {};
 }
 
 Context H2Stream::request_context() {
@@ -389,27 +388,7 @@ Context H2Stream::request_context() {
   return ctx;
 }
 
-std::error_code H2Stream::write_head(int status, const Headers& headers,
-                                     std::int64_t content_length, std::string_view body, bool end) {
-  std::unique_lock lock(conn_.mu_);
-  if (std::error_code ec = submit(status, headers, content_length, body, end)) return ec;
-  // Parks while more than the buffer's worth waits for the client.
-  while (!closed_ && out_.size() - out_pos_ > conn_.server_->options.write_buffer_size) {
-    if (!wait(lock, write_deadline_)) {
-      reset(NGHTTP2_CANCEL);
-      return make_error_code(net::errc::timeout);
-    }
-  }
-  return {};
-}
-
-std::error_code H2Stream::write_out(const iovec* iov, int count) {
-  std::unique_lock lock(conn_.mu_);
-  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
-  for (int i = 0; i < count; ++i)
-    out_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
-  nghttp2_session_resume_data(conn_.session_, id_);
-  conn_.wake_writer();
+std::error_code H2Stream::wait_for_room(std::unique_lock<goro::Mutex>& lock) {
   while (out_.size() - out_pos_ > conn_.server_->options.write_buffer_size) {
     if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
     if (!wait(lock, write_deadline_)) {
@@ -420,7 +399,24 @@ std::error_code H2Stream::write_out(const iovec* iov, int count) {
   return {};
 }
 
-std::error_code H2Stream::end_body(bool complete) {
+std::error_code H2Stream::send_head(int status, const Headers& fields, std::int64_t length,
+                                    std::string_view body, bool end) {
+  std::unique_lock lock(conn_.mu_);
+  if (std::error_code ec = submit(status, fields, length, body, end)) return ec;
+  if (closed_) return {};
+  return wait_for_room(lock);
+}
+
+std::error_code H2Stream::send_body(std::string_view data) {
+  std::unique_lock lock(conn_.mu_);
+  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+  out_.append(data);
+  nghttp2_session_resume_data(conn_.session_, id_);
+  conn_.wake_writer();
+  return wait_for_room(lock);
+}
+
+std::error_code H2Stream::end_body(bool complete, const Headers& trailers) {
   std::lock_guard lock(conn_.mu_);
   if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
   if (!complete) {
@@ -428,10 +424,25 @@ std::error_code H2Stream::end_body(bool complete) {
     reset(NGHTTP2_INTERNAL_ERROR);
     return {};
   }
+  if (!trailers.empty()) trailers_ = HeadFields(200, trailers).without_status();
   out_end_ = true;
   nghttp2_session_resume_data(conn_.session_, id_);
   conn_.wake_writer();
   return {};
 }
+
+std::error_code H2Stream::send_informational(int status, const Headers& fields) {
+  std::lock_guard lock(conn_.mu_);
+  if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
+  HeadFields nv(status, fields);
+  if (nghttp2_submit_headers(conn_.session_, NGHTTP2_FLAG_NONE, id_, nullptr, nv.data(), nv.size(),
+                             nullptr) < 0) {
+    return std::make_error_code(std::errc::io_error);
+  }
+  conn_.wake_writer();
+  return {};
+}
+
+Result<TakenConnection> H2Stream::take_over() { return make_error_code(errc::not_supported); }
 
 }  // namespace goro::http::detail

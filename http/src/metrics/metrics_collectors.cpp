@@ -236,6 +236,8 @@ void register_server_metrics(Registry& registry) {
       Kind::counter, &ServerStats::bytes_received);
   add("http_server_sent_bytes_total", "Bytes written to HTTP clients, heads and bodies.",
       Kind::counter, &ServerStats::bytes_sent);
+  add("http_server_requests_total", "HTTP requests handed to a handler, every protocol.",
+      Kind::counter, &ServerStats::requests_total);
 }
 
 }  // namespace goro::http::metrics

@@ -14,6 +14,7 @@
 
 #include <goro/http/errors.hpp>
 #include <goro/http/headers.hpp>
+#include <goro/http/response_controller.hpp>
 #include <goro/http/status.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
@@ -22,7 +23,6 @@
 #include <goro/scheduler/select.hpp>
 #include <goro/scheduler/thread_local.hpp>
 
-#include "access.hpp"
 
 namespace goro::http {
 namespace {
@@ -47,7 +47,7 @@ void recovered(const LogSink& sink, Request& req, ResponseWriter& w, const char*
   line.append(": ");
   line.append(what);
   write_line(sink, line);
-  detail::ResponseAccess::discard(w);
+  ResponseController(w).discard_response();
   w.text("500 Internal Server Error\n", status::internal_server_error);
 }
 
@@ -317,117 +317,6 @@ Middleware recover(LogSink sink) {
         if (w.headers_sent()) throw;
         recovered(sink, req, w, "an exception that is not a std::exception");
       }
-    };
-  };
-}
-
-namespace {
-
-// Stands between a timed handler and the connection: once the time is up, the handler
-// can no longer reach the connection. mu is held across each read, so the connection
-// goroutine, taking mu after interrupting reads, knows no read is running.
-class GuardedSource final : public detail::BodySource {
- public:
-  explicit GuardedSource(detail::BodySource* real) : real_(real) {}
-
-  Result<std::size_t> read_body(void* buf, std::size_t len) override {
-    std::lock_guard lock(mu_);
-    if (cut_off_ || real_ == nullptr) return make_error_code(net::errc::timeout);
-    return real_->read_body(buf, len);
-  }
-  bool client_gone() override {
-    std::lock_guard lock(mu_);
-    return !cut_off_ && real_ != nullptr && real_->client_gone();
-  }
-  void interrupt_reads() override {}
-  Context request_context() override {
-    // Not reached in practice: the timeout middleware sets the request's context first.
-    std::lock_guard lock(mu_);
-    return real_ != nullptr ? real_->request_context() : Context();
-  }
-  detail::BodySource* real_source() const { return real_; }
-
-  // Called by the connection goroutine when the time is up.
-  void cut_off() {
-    if (real_ != nullptr) real_->interrupt_reads();
-    std::lock_guard lock(mu_);
-    cut_off_ = true;
-  }
-
- private:
-  detail::BodySource* real_;
-  goro::Mutex mu_;
-  bool cut_off_ = false;  // guarded by mu_
-};
-
-// The sink of the held response: takes nothing (the response is replayed onto the
-// connection's writer), and refuses writes once the handler's deadline has passed. It
-// asks the context itself, which is cancelled before anything can wake the handler, so
-// no write made after the handler could learn of the deadline gets through.
-class TimedSink final : public detail::ResponseSink {
- public:
-  explicit TimedSink(const Context& ctx) : ctx_(ctx) {}
-  std::error_code write_out(const iovec*, int) override {
-    if (!cut_off_.load(std::memory_order_acquire) &&
-        ctx_.err() != context_errc::deadline_exceeded)
-      return {};
-    refused_.store(true, std::memory_order_release);
-    return make_error_code(errc::handler_timeout);
-  }
-  bool reusable() override { return true; }
-  void cut_off() { cut_off_.store(true, std::memory_order_release); }
-  // Whether a write was refused: the held response is not what the handler meant.
-  bool refused() const { return refused_.load(std::memory_order_acquire); }
-
- private:
-  const Context& ctx_;
-  std::atomic<bool> cut_off_{false};
-  std::atomic<bool> refused_{false};
-};
-
-}  // namespace
-
-Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
-  return [limit, message = std::string(message)](Handler next) -> Handler {
-    return [limit, message, next = std::move(next)](Request& req, ResponseWriter& w) {
-      const Context outer = req.context();
-      auto [ctx, cancel] = goro::with_timeout(outer, limit);
-      req.set_context(ctx);
-      GuardedSource guard(detail::RequestAccess::swap_source(req, nullptr));
-      detail::RequestAccess::swap_source(req, &guard);
-      TimedSink sink(ctx);
-      ResponseWriter held;
-      detail::ResponseAccess::begin(held, &sink, req.version_minor(), false, true, 0);
-      detail::ResponseAccess::hold(held);
-      goro::Chan<int> done;
-      std::exception_ptr failure;
-      goro::go([&] {
-        try {
-          next(req, held);
-        } catch (...) {
-          failure = std::current_exception();
-        }
-        done.close();
-      });
-      // The context's deadline is the limit; it also ends early when the client goes.
-      if (goro::select(goro::recv_case(done), goro::recv_case(ctx.done())) == 0 &&
-          !sink.refused()) {
-        detail::RequestAccess::swap_source(req, guard.real_source());
-        req.set_context(outer);
-        cancel();
-        if (failure) std::rethrow_exception(failure);
-        detail::ResponseAccess::replay(held, w);
-        return;
-      }
-      sink.cut_off();
-      guard.cut_off();
-      cancel();  // the client went (the parent was cancelled): say so to the handler too
-      detail::ResponseAccess::set_keep_alive(w, false);
-      w.text(message, status::service_unavailable);
-      detail::ResponseAccess::finish(w);
-      done.recv();  // the handler still uses req, whose data the connection owns
-      detail::RequestAccess::swap_source(req, guard.real_source());
-      req.set_context(outer);
     };
   };
 }

@@ -299,7 +299,7 @@ struct Router::Impl {
 
   void dispatch(const Route& r, Request& req, ResponseWriter& w, const Capture* captures) const {
     set_path_values(req, captures, r.wildcards);
-    detail::RequestAccess::set_pattern(req, r.pattern);
+    req.set_pattern(r.pattern);
     r.handler(req, w);
   }
 };

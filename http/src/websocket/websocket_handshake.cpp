@@ -11,12 +11,13 @@
 #include <vector>
 
 #include <goro/http/errors.hpp>
+#include <goro/http/response_controller.hpp>
 #include <goro/http/websocket.hpp>
 #include <goro/net/dial.hpp>
 #include <goro/net/tls.hpp>
 
 #include "access.hpp"
-#include "message_parser.hpp"
+#include "h1/message_parser.hpp"
 #include "websocket_connection.hpp"
 
 namespace goro::http::websocket {
@@ -183,13 +184,12 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
   }
   std::optional<std::string> subprotocol = choose_subprotocol(fields, options.subprotocols);
 
-  http::detail::BodySource* source = http::detail::RequestAccess::source(req);
-  std::string early;
-  net::Stream* stream = source != nullptr ? source->take_over(early) : nullptr;
-  if (stream == nullptr) {
+  Result<http::TakenConnection> taken = http::ResponseController(w).take_over();
+  if (!taken) {
     w.text("500 this connection cannot be upgraded to a WebSocket\n", 500);
     return errc::cannot_upgrade;
   }
+  net::Stream* stream = taken->stream;
 
   std::string head =
       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -205,9 +205,9 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
     head.append(f.name).append(": ").append(f.value).append("\r\n");
   }
   head += "\r\n";
-  // What access logs and metrics see: a 101 with no body.
+  // What access logs and metrics see: a 101 with no body (the writer, taken over, sends
+  // nothing more).
   w.set_status(101);
-  http::detail::ResponseAccess::mark_finished(w);
   if (options.handshake_timeout.count() > 0)
     stream->set_write_deadline(net::deadline_after(options.handshake_timeout));
   Result<std::size_t> written = stream->write(head.data(), head.size(), req.context());
@@ -217,7 +217,7 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
   detail::Setup setup;
   setup.server = true;
   setup.stream = stream;
-  setup.early = std::move(early);
+  setup.early = std::move(taken->early);
   setup.subprotocol = subprotocol.value_or("");
   if (deflate) setup.deflate = deflate->params;
   setup.compression_level = options.compression.level;

@@ -1,5 +1,7 @@
-// Memory for small objects that live as long as a connection: its poll descriptor, its
-// socket, a server's state for it (internal; see detail/runtime.hpp).
+// goro::Pooled: memory for small objects that live as long as a connection: its poll
+// descriptor, its socket, a server's state for it.
+//
+//   class Session : public goro::Pooled { ... };   // new/delete go through the pool
 //
 // Kept apart from malloc's heap on purpose. A connection's short-lived allocations (a
 // request's parser and buffers, a handler's strings) come and go between these
@@ -16,7 +18,7 @@
 
 #include <cstddef>
 
-namespace goro::detail {
+namespace goro {
 
 inline constexpr std::size_t kMaxPooled = 512;
 
@@ -31,4 +33,4 @@ struct Pooled {
   static void operator delete(void* p, std::size_t size) noexcept { pool_free(p, size); }
 };
 
-}  // namespace goro::detail
+}  // namespace goro

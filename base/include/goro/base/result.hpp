@@ -1,4 +1,5 @@
-// goro::Result<T>: a value or a std::error_code — the error style of the whole project.
+// goro::Result<T>: a value or a std::error_code — the error style of the whole project,
+// in goro::base so that every layer names it the same way.
 //
 // Operations that produce a value return Result<T>; operations that produce nothing
 // return a bare std::error_code (empty on success). Nothing in goro's I/O path throws.

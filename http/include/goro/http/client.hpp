@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include <goro/http/headers.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace goro::http {

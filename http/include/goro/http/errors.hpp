@@ -37,6 +37,15 @@ enum class errc {
   // Server: http::timeout's limit passed and the client was answered 503; what the
   // handler writes afterwards is dropped.
   handler_timeout,
+  // ResponseController: no writer of the chain has the power asked for (HTTP/2 cannot
+  // hand its connection over), Go's ErrNotSupported.
+  not_supported,
+  // ResponseController::take_over: the response has begun, the request body was not
+  // read to its end, or the connection was taken already.
+  cannot_take_over,
+  // ResponseController::write_informational: not a 1xx status (or 101, which only an
+  // upgrade sends).
+  invalid_status,
 };
 
 const std::error_category& http_category() noexcept;

@@ -33,7 +33,7 @@
 #include <goro/http/headers.hpp>
 #include <goro/http/server.hpp>
 #include <goro/net/addr.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/tls.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -129,6 +129,40 @@ struct Recorded {
 // running anywhere in the process (only one run at a time; a second is a fatal error).
 Recorded record(const Handler& handler, const RequestBuilder& request,
                 const ServerOptions& options = {});
+
+// Go's httptest.ResponseRecorder: a ResponseWriter that keeps what a handler wrote, for
+// calling a handler (or middleware, or a router) directly, with no server and no
+// connection. It frames nothing: the body is the bytes written, the headers those set.
+class ResponseRecorder final : public ResponseWriter {
+ public:
+  using ResponseWriter::write;
+  Headers& header() override { return headers_; }
+  // Takes effect until the head counts as sent (flush()).
+  void set_status(int code) override {
+    if (!flushed_) status_ = code;
+  }
+  int status() const override { return status_; }
+  std::error_code write(std::string_view data) override {
+    body_.append(data);
+    return {};
+  }
+  // Marks the head sent, as the server's writer would.
+  std::error_code flush() override {
+    flushed_ = true;
+    return {};
+  }
+  bool headers_sent() const override { return flushed_; }
+  std::uint64_t bytes_written() const override { return body_.size(); }
+
+  const std::string& body() const noexcept { return body_; }
+  bool flushed() const noexcept { return flushed_; }
+
+ private:
+  Headers headers_;
+  std::string body_;
+  int status_ = 200;
+  bool flushed_ = false;
+};
 
 // How Server::start sets things up.
 struct StartOptions {

@@ -38,7 +38,7 @@
 
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 
 namespace goro::http {
 

@@ -10,38 +10,34 @@
 #include <utility>
 #include <vector>
 
+#include <goro/base/result.hpp>
 #include <goro/http/headers.hpp>
-#include <goro/net/result.hpp>
 #include <goro/scheduler/context.hpp>
-
-namespace goro::net {
-class Stream;
-}
 
 namespace goro::http {
 
-namespace detail {
-// Where a Request's body comes from (the server's connection, or a test).
-class BodySource {
+// A request's body as a stream of bytes (Go's Request.Body). The server's parks the
+// reading goroutine while the client is slow. Middleware may stand its own in front of
+// it (Request::set_body_reader): a limit, a decoder, a guard.
+class BodyReader {
  public:
-  virtual Result<std::size_t> read_body(void* buf, std::size_t len) = 0;
-  virtual bool client_gone() = 0;
-  // Makes a read_body waiting in another goroutine return (with a timeout error) soon.
-  virtual void interrupt_reads() = 0;
-  // A new context for the request being served (see Request::context).
-  virtual Context request_context() = 0;
-  // Hands the connection to the handler for another protocol (a WebSocket): returns its
-  // stream, with no deadline set, and appends the bytes already read past the request
-  // to `early`. From then on the server writes nothing on it and closes it when the
-  // handler returns. nullptr when this source cannot: no connection behind it, a
-  // response already started, or a request body still unread.
-  virtual net::Stream* take_over(std::string& early) {
-    (void)early;
-    return nullptr;
-  }
+  // Reads up to len bytes; 0 at the end of the body. See Request::read for the errors.
+  virtual Result<std::size_t> read(void* buf, std::size_t len) = 0;
 
  protected:
-  ~BodySource() = default;
+  ~BodyReader() = default;
+};
+
+namespace detail {
+// What a Request asks of the exchange that made it (core/exchange.hpp): its context,
+// made on first use, and whether the client is gone.
+class RequestHost {
+ public:
+  virtual Context request_context() = 0;
+  virtual bool client_gone() = 0;
+
+ protected:
+  ~RequestHost() = default;
 };
 struct RequestAccess;
 }  // namespace detail
@@ -85,14 +81,20 @@ class Request {
   // The declared Content-Length, or -1 for a chunked body.
   std::int64_t content_length() const noexcept { return content_length_; }
 
-  // Reads up to len bytes of the body; 0 at its end. Parks the goroutine while waiting
-  // for the client. The first read answers "Expect: 100-continue" with 100 Continue.
-  // Fails with errc::body_too_large past ServerOptions::max_body_bytes (the server has
-  // then answered 413 by itself if the handler had not started its response),
-  // errc::malformed_body, errc::unexpected_eof, or a net error (timeout).
+  // Reads up to len bytes of the body (through body_reader()); 0 at its end. Parks the
+  // goroutine while waiting for the client. The first read answers "Expect:
+  // 100-continue" with 100 Continue. Fails with errc::body_too_large past
+  // ServerOptions::max_body_bytes (the server has then answered 413 by itself if the
+  // handler had not started its response), errc::malformed_body, errc::unexpected_eof,
+  // or a net error (timeout).
   Result<std::size_t> read(void* buf, std::size_t len);
   // Reads the whole body (bounded by ServerOptions::max_body_bytes).
   Result<std::string> body();
+  // What read() reads from: the server's body, unless middleware put its own in front
+  // (Go's `r.Body = ...`); nullptr for a request without one. The reader must outlive
+  // its use; put the previous one back before it goes.
+  BodyReader* body_reader() const noexcept { return body_; }
+  void set_body_reader(BodyReader* reader) noexcept { body_ = reader; }
 
   // The client's address, "ip:port".
   std::string_view remote_addr() const noexcept { return remote_addr_; }
@@ -108,6 +110,8 @@ class Request {
   // Request.Pattern. The innermost router's, when routers are nested. It points into the
   // router, which must outlive its use.
   std::string_view pattern() const noexcept { return pattern_; }
+  // Sets the pattern (a router does; the view must outlive the request).
+  void set_pattern(std::string_view pattern) noexcept { pattern_ = pattern; }
 
   // Whether the client is known to have gone: it closed its end of the connection or
   // the connection failed (the connection's net::Stream::peer_closed(), a poll of the
@@ -139,7 +143,8 @@ class Request {
   std::span<const HeaderField> headers_;
   int version_major_ = 1, version_minor_ = 1;
   std::int64_t content_length_ = 0;
-  detail::BodySource* source_ = nullptr;
+  BodyReader* body_ = nullptr;
+  detail::RequestHost* host_ = nullptr;
   std::string decoded_path_;
   std::vector<std::pair<std::string, std::string>> path_values_;
   std::size_t path_value_count_ = 0;

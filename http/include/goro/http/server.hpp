@@ -130,8 +130,10 @@ class Server {
   // read_header_timeout.
   std::error_code serve(net::TlsListener& listener);
   // Serves one already accepted stream in the calling goroutine; returns when the
-  // connection ends.
+  // connection ends. A TLS stream is served by the protocol its ALPN agreed (HTTP/2
+  // with "h2").
   void serve_conn(std::unique_ptr<net::Stream> stream);
+  void serve_conn(std::unique_ptr<net::TlsConn> stream);
 
   // Graceful shutdown: stops accepting, closes idle connections, lets requests in
   // flight finish (their responses carry "Connection: close"), and at the deadline
@@ -161,6 +163,7 @@ struct ServerStats {
   std::uint64_t connections_total = 0;  // accepted, ever
   std::uint64_t bytes_received = 0;     // read from clients: heads and bodies
   std::uint64_t bytes_sent = 0;         // written to clients: heads and bodies
+  std::uint64_t requests_total = 0;     // requests handed to a handler, every protocol
 };
 ServerStats server_stats();
 

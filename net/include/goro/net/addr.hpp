@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 
 namespace goro::net {
 

@@ -7,13 +7,14 @@
 #include <system_error>
 
 #include <goro/net/addr.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 
 namespace goro::net {
 
 namespace detail {
 class NetFd;
+struct StreamAccess;
 }
 
 // Owns its socket; move-only. Made by dial() and Listener::accept().
@@ -36,7 +37,7 @@ class Conn final : public Stream {
   Conn(Conn&&) noexcept;
   Conn& operator=(Conn&&) noexcept;
   ~Conn() override;
-  // From the runtime's pool for connection objects (goro/scheduler/detail/object_pool.hpp).
+  // From the pool for connection objects (goro/base/object_pool.hpp).
   static void* operator new(std::size_t size);
   static void operator delete(void* p, std::size_t size) noexcept;
 
@@ -63,11 +64,8 @@ class Conn final : public Stream {
 
   Addr remote_addr() const override;
   Addr local_addr() const override;
-  void interrupt(IoMode mode, goro::detail::G* waiter) override;
-  void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
-  bool on_hangup(void (*fn)(void*), void* arg) override;
-  bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
-                         const char* name) override;
+  bool start_on(Wake what, const WakeCall& call) override;
+  bool cancel_start(Wake what) override;
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;
@@ -86,6 +84,7 @@ class Conn final : public Stream {
   std::error_code set_write_buffer(int bytes);
 
  private:
+  friend struct detail::StreamAccess;  // with_context reaches the descriptor (stream.cpp)
   std::unique_ptr<detail::NetFd> fd_;
 };
 

@@ -7,7 +7,7 @@
 
 #include <goro/net/addr.hpp>
 #include <goro/net/conn.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 
 namespace goro::net {
 

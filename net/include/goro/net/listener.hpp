@@ -9,7 +9,7 @@
 
 #include <goro/net/addr.hpp>
 #include <goro/net/conn.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/scheduler/chan.hpp>
 

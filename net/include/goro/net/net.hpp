@@ -7,7 +7,7 @@
 #include <goro/net/errors.hpp>
 #include <goro/net/listener.hpp>
 #include <goro/net/packet_conn.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/net/tls.hpp>
 #include <goro/net/wait_fd.hpp>

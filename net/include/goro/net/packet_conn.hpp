@@ -8,7 +8,7 @@
 #include <utility>
 
 #include <goro/net/addr.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 
 namespace goro::net {

@@ -1,24 +1,27 @@
 // goro::net::Stream — a byte stream: what Conn (TCP, Unix) and TlsConn have in common,
-// and what the HTTP layer is written against.
+// and what the HTTP layer is written against. As small as Go's net.Conn: read, write,
+// close, deadlines and addresses, plus what a server needs of a connection (half-close,
+// "has the peer gone", and the netpoller's wake-ups below).
 #pragma once
 
 #include <sys/uio.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <system_error>
 #include <type_traits>
 
+#include <goro/base/result.hpp>
 #include <goro/net/addr.hpp>
 #include <goro/net/errors.hpp>
-#include <goro/net/result.hpp>
 #include <goro/scheduler/context.hpp>
-#include <goro/scheduler/detail/netpoll.hpp>
 
 namespace goro::net {
 
 // Which side of a stream an operation concerns: read, write or both.
-using IoMode = goro::detail::IoMode;
+enum class IoMode : std::uint8_t { read, write, both };
 
 // An absolute point in time on the steady clock. A default-constructed Deadline
 // (the clock's epoch) means "no deadline"; any other time in the past means "already
@@ -31,6 +34,25 @@ inline constexpr Deadline no_deadline{};
 inline Deadline deadline_after(std::chrono::nanoseconds d) {
   return std::chrono::steady_clock::now() + d;
 }
+
+// The netpoller's wake-ups (Stream::start_on): what makes it start a goroutine.
+enum class Wake : std::uint8_t {
+  // A read may not have to wait: bytes, the end of the stream or an error arrived, the
+  // read deadline passed, or the stream was closed.
+  readable,
+  // The peer hung up (closed its side or reset the connection), or the stream was
+  // closed.
+  hangup,
+};
+
+// What a wake-up starts: fn(arg) on a new goroutine with this stack size (0: the
+// runtime's default) and name (for dumps; it must outlive the goroutine).
+struct WakeCall {
+  void (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+  std::size_t stack_size = 0;
+  const char* name = "";
+};
 
 // Concurrency (as Go's net.Conn): one goroutine may read while another writes and a
 // third calls close() or sets deadlines. Two concurrent readers (or writers) are
@@ -78,88 +100,83 @@ class Stream {
   // read() and write() that give up when ctx is cancelled first: the parked operation
   // is woken and returns ctx.err() (context_errc::canceled or deadline_exceeded); what
   // a TLS stream had already decrypted stays buffered for the next read. At once if ctx
-  // already is cancelled. Deadlines still apply.
+  // already is cancelled. Deadlines still apply. Only this goroutine's operation is
+  // woken; on a stream goro did not make (not a Conn, nor a TlsConn over one) the
+  // operation cannot be woken and runs to its end.
   Result<std::size_t> read(void* buf, std::size_t len, const Context& ctx);
   Result<std::size_t> write(const void* buf, std::size_t len, const Context& ctx);
 
-  // Makes the read (mode read), the write (write) or both of goroutine `waiter`
-  // (goro::detail::current_g() in it) that wait in this stream, now or later, return
-  // errc::interrupted, until clear_interrupt(mode, waiter); other goroutines' operations
-  // go on. What the context calls above are built on; a stream that never waits does
-  // nothing. Callable from any thread.
-  virtual void interrupt(IoMode mode, goro::detail::G* waiter) {
-    (void)mode;
-    (void)waiter;
-  }
-  virtual void clear_interrupt(IoMode mode, goro::detail::G* waiter) {
-    (void)mode;
-    (void)waiter;
-  }
-
-  // Asks for fn(arg) to be called, on any thread and without blocking, when the peer
-  // hangs up (the netpoller sees the connection closed or reset), including while
-  // nobody reads; fn == nullptr stops that and returns once no call is in progress.
-  // Returns false when this stream cannot tell (then fn is never called).
-  virtual bool on_hangup(void (*fn)(void*), void* arg) {
-    (void)fn;
-    (void)arg;
+  // For servers, the netpoller's one call up into the layers above (net.md, "Waking a
+  // connection"): arranges for call to start on a new goroutine once `what` happens,
+  // perhaps before this returns; one start per call. With Wake::readable, no goroutine
+  // may read until it has started: a connection waits for its next request holding no
+  // goroutine, and so no stack. With Wake::hangup, a server learns of a client leaving
+  // while nobody reads (its handler runs). Returns false, arming nothing, when the stream
+  // cannot (a TLS stream cannot wait for readable: it may hold decrypted bytes; a stream
+  // goro did not make can do neither), or, for readable, when bytes may be waiting
+  // already: then the caller reads as usual.
+  virtual bool start_on(Wake what, const WakeCall& call) {
+    (void)what;
+    (void)call;
     return false;
   }
-
-  // Waits for the next read without a goroutine: returns true when fn(arg) will start
-  // on a new goroutine (stack_size and name as GoOptions's; name must outlive the call)
-  // once a read may not have to wait (bytes, end of stream or an error arrived, the
-  // read deadline passed, or the stream was closed), perhaps before this returns. Until
-  // then no goroutine may read. Returns false, arming nothing, when the stream cannot
-  // wait that way or bytes may be waiting already: then the caller reads as usual. For
-  // servers whose idle connections should cost no stack.
-  virtual bool start_on_readable(void (*fn)(void*), void* arg, std::size_t stack_size,
-                                 const char* name) {
-    (void)fn;
-    (void)arg;
-    (void)stack_size;
-    (void)name;
+  // Takes back a start_on(what) whose goroutine has not started: true when its call
+  // will not run, false when it runs or ran (or nothing was armed). A server takes back
+  // its hang-up start before the connection goes; a stream closed with one armed starts
+  // it, so that its argument is never lost.
+  virtual bool cancel_start(Wake what) {
+    (void)what;
     return false;
   }
 };
 
-// Runs op (a call on stream s in direction mode) so that ctx's cancellation interrupts
-// it; returns ctx.err() when it did. The building block of Stream::read(ctx) and of
-// callers that have several calls to make under one context.
+// Runs op (a call, or several, on stream s in direction mode) so that ctx's cancellation
+// interrupts it: its waits on s return and op's result becomes ctx.err(). Only the calling
+// goroutine's waits are interrupted, and only on streams goro made (see Stream::read). The
+// building block of Stream::read(ctx) and of callers that have several calls to make
+// under one context.
 template <class Op>
-auto with_context(Stream& s, IoMode mode, const Context& ctx, Op&& op) -> decltype(op()) {
-  if (auto e = ctx.err()) return e;
-  if (!ctx.can_cancel()) return op();
-  struct Target {
-    Stream* stream;
-    IoMode mode;
-    goro::detail::G* waiter;
-  } target{&s, mode, goro::detail::current_g()};
-  auto fire = [](goro::detail::CancelHook* h) {
-    auto* t = static_cast<Target*>(h->arg);
-    t->stream->interrupt(t->mode, t->waiter);
-  };
-  decltype(op()) result = [&]() -> decltype(op()) {
-    goro::detail::ContextWatch watch(ctx, fire, &target);
-    if (!watch.ok()) return ctx.err();
-    return op();
-  }();
-  // The hook is gone: clear what it may have set after op returned.
-  s.clear_interrupt(mode, target.waiter);
-  std::error_code ec;
-  if constexpr (std::is_same_v<decltype(op()), std::error_code>) {
-    ec = result;
-  } else {
-    if (!result) ec = result.error();
-  }
-  if (ec == make_error_code(errc::interrupted)) {
-    if (auto e = ctx.err()) return e;
-  }
-  return result;
-}
+auto with_context(Stream& s, IoMode mode, const Context& ctx, Op&& op) -> decltype(op());
 
 // Reads exactly len bytes unless the stream ends first. Returns the count read: len,
 // or less (possibly 0) when the stream ended. Blocks like Stream::read.
 Result<std::size_t> read_full(Stream& s, void* buf, std::size_t len);
+
+namespace detail {
+// with_context without the template (net/src/stream.cpp): runs op(arg) with ctx watched.
+enum class ContextRun : std::uint8_t { ran, interrupted, not_run };
+ContextRun run_with_context(Stream& s, IoMode mode, const Context& ctx, void (*op)(void*),
+                            void* arg);
+}  // namespace detail
+
+template <class Op>
+auto with_context(Stream& s, IoMode mode, const Context& ctx, Op&& op) -> decltype(op()) {
+  using R = decltype(op());
+  if (auto e = ctx.err()) return e;
+  if (!ctx.can_cancel()) return op();
+  struct Call {
+    Op* op;
+    std::optional<R> result;
+  } call{&op, std::nullopt};
+  const detail::ContextRun run = detail::run_with_context(
+      s, mode, ctx,
+      [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->result.emplace((*c->op)());
+      },
+      &call);
+  if (run == detail::ContextRun::not_run) return ctx.err();
+  std::error_code ec;
+  if constexpr (std::is_same_v<R, std::error_code>) {
+    ec = *call.result;
+  } else {
+    if (!*call.result) ec = call.result->error();
+  }
+  // A failure while ctx's cancellation was interrupting the waits is ctx's.
+  if (ec && (run == detail::ContextRun::interrupted || ec == make_error_code(errc::interrupted))) {
+    if (auto e = ctx.err()) return e;
+  }
+  return std::move(*call.result);
+}
 
 }  // namespace goro::net

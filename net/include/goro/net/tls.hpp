@@ -21,7 +21,7 @@
 
 #include <goro/net/conn.hpp>
 #include <goro/net/listener.hpp>
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 
 namespace goro::net {
@@ -136,10 +136,10 @@ class TlsConn final : public Stream {
   std::error_code set_deadline(Deadline d) override;
   Addr remote_addr() const override;
   Addr local_addr() const override;
-  // Forwarded to the stream underneath.
-  void interrupt(IoMode mode, goro::detail::G* waiter) override;
-  void clear_interrupt(IoMode mode, goro::detail::G* waiter) override;
-  bool on_hangup(void (*fn)(void*), void* arg) override;
+  // Wake::hangup is the stream underneath's; Wake::readable cannot be armed (decrypted
+  // bytes may wait in the TLS stream where no poll sees them).
+  bool start_on(Wake what, const WakeCall& call) override;
+  bool cancel_start(Wake what) override;
 
   // After the handshake: the ALPN protocol agreed ("" if none), the SNI name the
   // client sent ("" if none; on a client, the name it sent), and "TLSv1.3" etc.

@@ -54,7 +54,7 @@
 #include <memory>
 #include <system_error>
 
-#include <goro/net/result.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 #include <goro/scheduler/context.hpp>
 

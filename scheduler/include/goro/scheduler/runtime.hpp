@@ -129,6 +129,21 @@ class OsThreadLock {
   OsThreadLock& operator=(const OsThreadLock&) = delete;
 };
 
+// Asks for memory the process holds unused to go back to the kernel about a second from
+// now (Go's debug.FreeOSMemory, deferred and rate-limited), for a caller that has just let
+// much of it go: connections going idle, freeing their buffers and goroutines. Then the
+// stacks of finished goroutines past 64 are released, and malloc's free memory is
+// returned (malloc_trim: glibc gives back free memory from the middle of its heaps only
+// when asked, walking every heap under its lock, so this runs at most once a second,
+// inside goro::blocking, on a goroutine of its own). Outside a run nothing happens.
+void return_freed_memory_soon();
+
+// Gives the pages of the calling goroutine's stack below its current frame back to the
+// kernel (they read as zero when touched again): for a goroutine about to wait long at a
+// shallow point after deep work, such as an idle connection's. Returns the bytes
+// released; 0 off a goroutine.
+std::size_t release_unused_stack() noexcept;
+
 // Number of Ps the runtime was started with (GOMAXPROCS).
 int maxprocs();
 

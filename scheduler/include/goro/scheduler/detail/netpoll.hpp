@@ -10,6 +10,9 @@
 //    readers and writers of one connection); poll_start_on_read counts as the reader.
 //  - poll_set_deadline / poll_evict / poll_interrupt: any thread, concurrently with
 //    poll_wait.
+//  - poll_start_on_read / poll_start_on_hangup: the netpoller's only calls up into the
+//    layers above: each starts a function on a new goroutine, never on the poller's
+//    thread. net offers them as Stream::start_on (goro/net/stream.hpp).
 // PollDescs are recycled, never freed; each registration is numbered, and an event
 // that epoll returned for an earlier one is dropped, so a late event for a closed
 // descriptor never reaches the descriptor that reuses its PollDesc.
@@ -74,12 +77,16 @@ void poll_clear_interrupt(PollDesc* pd, IoMode mode, G* waiter);
 void poll_start_on_read(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t stack_size,
                         const char* name);
 
-// From now on, fn(arg) is called when epoll reports a hang-up of the descriptor (the
-// peer closed or reset the connection: rdhup, hup or err), on whichever thread polls,
-// while no lock is held; it must not block. poll_set_hangup_hook(pd, nullptr, nullptr)
-// ends that, and returns once no call of the previous hook is still running. One hook
-// per descriptor; poll_evict and poll_open clear it (poll_evict waits out a call).
-void poll_set_hangup_hook(PollDesc* pd, void (*fn)(void*), void* arg);
+// Also instead of a goroutine: fn(arg) starts on a new goroutine (as above) when epoll
+// reports a hang-up of the descriptor (the peer closed or reset the connection: rdhup,
+// hup or err), or pd is evicted; at once if one of those has happened already. One
+// start per call; one armed at a time per descriptor. For a server that must learn of a
+// client leaving while no goroutine reads (its handler runs).
+void poll_start_on_hangup(PollDesc* pd, void (*fn)(void*), void* arg, std::size_t stack_size,
+                          const char* name);
+// Takes back a start armed by poll_start_on_hangup that has not happened: true when fn
+// will not run, false when it runs or ran.
+bool poll_cancel_start_on_hangup(PollDesc* pd);
 
 // Whether epoll has reported a hang-up for the descriptor (peer closed its side, a
 // local shutdown, or an error) or TCP urgent data: either can leave something to read
