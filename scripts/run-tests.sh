@@ -3,7 +3,8 @@
 # (.ci/run calls it). A check of the docs, then five stages, each a build of its own
 # under $GORO_BUILD_ROOT:
 #
-#   docs      every relative link in the Markdown files resolves (check-doc-links.sh)
+#   docs      every relative link in the Markdown files resolves (check-doc-links.sh),
+#             and the layers point down only, through their doors (check-layers.sh)
 #   release   g++, RelWithDebInfo, GORO_WERROR=ON, everything (examples, load-test
 #             programs); all tests
 #   readme    the install recipe of README.md exactly as written (Release, the system's
@@ -144,13 +145,13 @@ test_and_record() {
 }
 
 stage_docs() {
+  local passed=0 failed=0
   stage_start=$SECONDS
-  goro_section "docs: relative links in the Markdown files"
-  if "$GORO_ROOT/scripts/check-doc-links.sh"; then
-    record docs ok 1 0 0 $((SECONDS - stage_start))
-  else
-    record docs LINKS 0 1 0 $((SECONDS - stage_start))
-  fi
+  goro_section "docs: relative links in the Markdown files; the layers' includes"
+  if "$GORO_ROOT/scripts/check-doc-links.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  if "$GORO_ROOT/scripts/check-layers.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  record docs "$([ "$failed" = 0 ] && echo ok || echo FAIL)" "$passed" "$failed" 0 \
+    $((SECONDS - stage_start))
 }
 
 stage_release() {
