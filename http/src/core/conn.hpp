@@ -1,5 +1,5 @@
 // Connection: one accepted connection, whatever protocol it speaks — the connection core
-// of the server (core/conn.cpp has the design). Its engines, h1/ and h2/, frame the
+// of the server (core/server.cpp has the design). Its engines, h1/ and h2/, frame the
 // bytes; the runner (core/exchange.hpp) serves each request they read.
 #pragma once
 
@@ -77,7 +77,7 @@ class Connection final : public goro::Pooled {
   // connection to end).
   static ConnRef open(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
                       bool tls, bool may_park);
-  // Chooses the protocol (the table in conn.cpp) and serves the connection on the calling
+  // Chooses the protocol (the table in core/server.cpp) and serves the connection on the calling
   // goroutine until it ends or its engine parks it.
   static void serve(ConnRef self);
 
@@ -87,7 +87,7 @@ class Connection final : public goro::Pooled {
   // "ip:port" of the client.
   std::string_view remote_addr() const noexcept { return remote_; }
 
-  // --- idle state, which shutdown reads (see conn.cpp) ---
+  // --- idle state, which shutdown reads (see core/server.cpp) ---
   // Sets the flag; false when the server is closing: the caller ends the connection.
   bool set_idle(bool idle);
   bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }

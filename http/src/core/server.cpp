@@ -1,17 +1,65 @@
-// The server: accept loops that start one goroutine per connection (a Connection, in
-// core/conn.cpp), graceful shutdown, and the package's listen-and-serve helpers.
+// The server's connection core: the Server (its accept loops, shutdown and the
+// listen-and-serve helpers) and each Connection it serves, whatever protocol that speaks.
+//
+// Accept → protocol → serve. The accept loop makes a Connection
+// for each stream and starts a goroutine on it. The goroutine chooses the protocol from
+// kProtocols, as Go's server does with TLSNextProto: over TLS the one ALPN agreed (the
+// handshake runs here, bounded by read_header_timeout), on a plain connection with h2c
+// on the one whose preface the first bytes are, else HTTP/1.1. The protocol's engine
+// (h1/conn.cpp, h2/conn.cpp) then frames bytes into requests and responses and hands
+// each request to the one runner of the server's rules (core/exchange.hpp).
+//
+// Lifetime. A Connection is counted (ConnRef): the goroutine serving it holds one
+// reference, and so does each netpoller wake-up armed for it. An engine that parks an
+// idle connection gives its goroutine's reference to the wake-up and returns; the
+// goroutine the wake-up starts takes it back. The last reference to go frees the
+// connection: it leaves the server's list and its stream closes. No comment has to say
+// "not a member may be touched now": whoever touches it holds a reference.
+//
+// Idle or active. A connection alternates between two states, which graceful shutdown
+// reads:
+//   idle    waiting for the first byte of a request (the first one, or the next one on a
+//           keep-alive connection); shutdown closes such a connection at once;
+//   active  reading a head, running the handler, writing and draining; shutdown lets it
+//           finish (HTTP/1.1 says "Connection: close", HTTP/2 sends GOAWAY through
+//           begin_shutdown), and then it ends.
+// The state is a flag the connection stores before it reads Server::Impl::closing, and
+// shutdown stores closing before it reads the flags (all seq_cst, so at least one side
+// sees the other): a connection that turns idle while a shutdown is under way ends
+// instead, so no connection is left waiting after shutdown has looked at it. No lock:
+// this happens twice a request.
+//
+// Waiting with no goroutine. An HTTP/1.1 connection idle for a second gives back its
+// exchange and parks: park_until_readable arms the stream's readable wake-up
+// (net::Stream::start_on, the netpoller's one call up into the layers above) and the
+// goroutine returns, so an idle connection holds no goroutine and no stack, only this
+// object and its socket. Freed goroutines' stacks and malloc's free memory then go back
+// to the kernel (goro::return_freed_memory_soon).
+//
+// The client leaving. A request's context is cancelled when the client hangs up while
+// its handler runs, with nobody reading the socket: the first request_context() arms the
+// stream's hang-up wake-up, which starts hung_up on a goroutine of its own when the
+// netpoller sees the connection closed or reset. It stays armed until the connection
+// ends (done_serving takes it back).
 #include <goro/http/server.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include <goro/http/errors.hpp>
 #include <goro/net/conn.hpp>
+#include <goro/net/tls.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
+#include <goro/scheduler/thread_local.hpp>
 
 #include "core/conn.hpp"
+#include "h1/conn.hpp"
+#include "h2/conn.hpp"
 
 namespace goro::http {
 
@@ -152,6 +200,251 @@ std::error_code listen_and_serve_tls(std::string_view address, std::string_view 
   if (!listener) return listener.error();
   Server server(std::move(handler));
   return server.serve(*listener);
+}
+
+}  // namespace goro::http
+
+namespace goro::http::detail {
+
+const goro::ContextKey<Context> shutdown_key{"goro.http.shutdown"};
+
+namespace {
+
+constexpr unsigned kStatsShards = 16;
+StatsShard stats_shards[kStatsShards];
+std::atomic<unsigned> next_stats_shard{0};
+
+// A shard is shared, atomic, and never goes away: the pointer may be used after the scope.
+constinit goro::ThreadLocal thread_stats_shard = [] {
+  return &stats_shards[next_stats_shard.fetch_add(1, std::memory_order_relaxed) % kStatsShards];
+};
+
+net::Deadline deadline_in(std::chrono::nanoseconds d) {
+  return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
+}
+
+// The protocols a connection may speak, and how each is chosen.
+struct Protocol {
+  std::string_view alpn;     // the ALPN name that chooses it over TLS
+  std::string_view preface;  // on a plain connection, the first bytes that choose it ("": none)
+  bool (*enabled)(const ServerOptions& o, bool tls);
+  // Serves the connection from its first bytes (early: read already) until it ends, or
+  // parks it (then self is left empty).
+  void (*serve)(ConnRef& self, std::string_view early);
+};
+
+constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+constexpr Protocol kProtocols[] = {
+    {"h2", kH2Preface,
+     [](const ServerOptions& o, bool tls) { return o.enable_http2 && (tls || o.enable_h2c); },
+     h2::serve},
+    // The default: any connection no other protocol took.
+    {"http/1.1", "", [](const ServerOptions&, bool) { return true; }, h1::serve},
+};
+
+const Protocol& http1() { return kProtocols[std::size(kProtocols) - 1]; }
+
+// Over TLS: the handshake, then the protocol its ALPN agreed. nullptr when the
+// handshake failed.
+const Protocol* choose_over_tls(Connection& c, net::TlsConn& tls) {
+  const ServerOptions& o = c.options();
+  c.stream().set_read_deadline(deadline_in(o.read_header_timeout));
+  c.stream().set_write_deadline(deadline_in(o.read_header_timeout));
+  if (tls.handshake()) return nullptr;
+  const std::string agreed = tls.negotiated_alpn();
+  for (const Protocol& p : kProtocols) {
+    if (p.alpn == agreed && p.enabled(o, true)) return &p;
+  }
+  return &http1();
+}
+
+// On a plain connection: reads until the first bytes say which preface they are, if
+// any. nullptr when the connection ended first.
+const Protocol* choose_plain(Connection& c, std::string& early) {
+  const ServerOptions& o = c.options();
+  std::size_t longest = 0;
+  for (const Protocol& p : kProtocols) {
+    if (!p.preface.empty() && p.enabled(o, false)) longest = std::max(longest, p.preface.size());
+  }
+  if (longest == 0) return &http1();
+  c.stream().set_read_deadline(deadline_in(o.read_header_timeout));
+  early.resize(std::max(o.read_buffer_size, longest));
+  std::size_t got = 0;
+  for (;;) {
+    bool undecided = false;
+    for (const Protocol& p : kProtocols) {
+      if (p.preface.empty() || !p.enabled(o, false)) continue;
+      const std::size_t k = std::min(got, p.preface.size());
+      if (std::string_view(early.data(), k) != p.preface.substr(0, k)) continue;
+      if (k == p.preface.size()) {
+        early.resize(got);
+        return &p;
+      }
+      undecided = true;
+    }
+    if (!undecided) break;
+    Result<std::size_t> n = c.stream().read(early.data() + got, early.size() - got);
+    if (!n || *n == 0) return nullptr;
+    c.count_in(*n);
+    got += *n;
+  }
+  early.resize(got);
+  return &http1();
+}
+
+}  // namespace
+
+StatsShard& stats_shard() { return **thread_stats_shard.use(); }
+
+Connection::Connection(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
+                       bool tls, bool may_park)
+    : server_(std::move(server)), stream_(std::move(stream)), tls_(tls), may_park_(may_park) {
+  remote_ = stream_->remote_addr().to_string();
+  std::lock_guard lock(server_->mu);
+  server_->conns.insert(this);
+  stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
+}
+
+Connection::~Connection() {
+  {
+    std::lock_guard lock(server_->mu);
+    server_->conns.erase(this);
+    if (server_->shutting_down && server_->conns.empty() && server_->drained) {
+      server_->drained->close();
+      server_->drained.reset();
+    }
+  }
+  stream_->close();
+  publish_bytes();
+  stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
+}
+
+ConnRef Connection::open(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
+                         bool tls, bool may_park) {
+  return ConnRef::adopt(new Connection(std::move(server), std::move(stream), tls, may_park));
+}
+
+void Connection::serve(ConnRef self) {
+  Connection& c = *self;
+  std::string early;
+  const Protocol* protocol = nullptr;
+  if (c.tls_) {
+    protocol = choose_over_tls(c, static_cast<net::TlsConn&>(*c.stream_));
+  } else {
+    protocol = choose_plain(c, early);
+  }
+  if (protocol != nullptr) protocol->serve(self, early);
+  if (self) self->done_serving();
+}
+
+bool Connection::set_idle(bool idle) {
+  idle_.store(idle, std::memory_order_seq_cst);
+  return !server_->closing.load(std::memory_order_seq_cst);
+}
+
+void Connection::set_engine(Engine* engine) {
+  std::lock_guard lock(server_->mu);
+  engine_ = engine;
+  if (engine != nullptr && server_->shutting_down) engine->begin_shutdown();
+}
+
+bool Connection::park_until_readable(ConnRef& self, void (*resume)(ConnRef& self)) {
+  Connection& c = *self;
+  if (!c.may_park_) return false;
+  c.resume_ = resume;
+  Connection* arg = self.release();
+  if (c.stream_->start_on(net::Wake::readable, {&Connection::resumed, arg,
+                                                c.server_->options.stack_size, "http conn"})) {
+    return true;
+  }
+  self = ConnRef::adopt(arg);
+  return false;
+}
+
+void Connection::resumed(void* arg) {
+  ConnRef self = ConnRef::adopt(static_cast<Connection*>(arg));
+  self->resume_(self);
+  if (self) self->done_serving();
+}
+
+void Connection::done_serving() {
+  if (hangup_armed_ && stream_->cancel_start(net::Wake::hangup)) {
+    hangup_armed_ = false;
+    ConnRef::adopt(this);  // the reference the start held
+  }
+}
+
+Context Connection::request_context() {
+  auto [ctx, cancel] = goro::with_cancel(server_->base);
+  if (!hangup_armed_) {
+    refs_.fetch_add(1, std::memory_order_relaxed);  // for the start
+    hangup_armed_ = stream_->start_on(net::Wake::hangup, {&Connection::hung_up, this, 0,
+                                                          "http hang-up"});
+    if (!hangup_armed_) ConnRef::adopt(this);
+  }
+  bool gone;
+  {
+    std::lock_guard lock(ctx_mu_);
+    request_cancel_ = cancel;
+    gone = hung_up_;
+  }
+  // Gone before the start was armed: peer_closed polls the socket once.
+  if (gone || client_gone()) cancel();
+  return ctx;
+}
+
+void Connection::hung_up(void* arg) {
+  ConnRef self = ConnRef::adopt(static_cast<Connection*>(arg));
+  CancelFunc cancel;
+  {
+    std::lock_guard lock(self->ctx_mu_);
+    self->hung_up_ = true;
+    cancel = self->request_cancel_;
+  }
+  cancel();
+}
+
+// The handler returned: its context ends (Go cancels it once ServeHTTP returns).
+void Connection::end_request_context() {
+  CancelFunc cancel;
+  {
+    std::lock_guard lock(ctx_mu_);
+    cancel = std::move(request_cancel_);
+    request_cancel_ = CancelFunc();
+  }
+  cancel();
+}
+
+bool Connection::client_gone() {
+  if (!peer_gone_ && stream_->peer_closed()) peer_gone_ = true;
+  return peer_gone_;
+}
+
+void Connection::publish_bytes() {
+  if (bytes_in_ == 0 && bytes_out_ == 0) return;
+  StatsShard& shard = stats_shard();
+  shard.bytes_in.fetch_add(bytes_in_, std::memory_order_relaxed);
+  shard.bytes_out.fetch_add(bytes_out_, std::memory_order_relaxed);
+  bytes_in_ = bytes_out_ = 0;
+}
+
+}  // namespace goro::http::detail
+
+namespace goro::http {
+
+ServerStats server_stats() {
+  ServerStats s;
+  std::uint64_t closed = 0;
+  for (const detail::StatsShard& shard : detail::stats_shards) {
+    s.connections_total += shard.opened.load(std::memory_order_relaxed);
+    closed += shard.closed.load(std::memory_order_relaxed);
+    s.bytes_received += shard.bytes_in.load(std::memory_order_relaxed);
+    s.bytes_sent += shard.bytes_out.load(std::memory_order_relaxed);
+    s.requests_total += shard.requests.load(std::memory_order_relaxed);
+  }
+  s.connections_open = s.connections_total > closed ? s.connections_total - closed : 0;
+  return s;
 }
 
 }  // namespace goro::http

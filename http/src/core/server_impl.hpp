@@ -1,5 +1,5 @@
 // The state of one Server, shared by its accept loops (core/server.cpp), its connections
-// (core/conn.cpp) and the protocol engines (h1/, h2/), and the process-wide counters of
+// (core/server.cpp) and the protocol engines (h1/, h2/), and the process-wide counters of
 // server_stats().
 #pragma once
 
