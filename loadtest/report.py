@@ -16,9 +16,10 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["goro", "go", "nginx", "asio", "epoll"]
+PEERS = ["goro", "base", "go", "nginx", "asio", "epoll"]
 LABELS = {
     "goro": "goro-demo",
+    "base": "goro-demo (BASE_DEMO)",
     "go": "Go net/http",
     "nginx": "nginx",
     "asio": "Asio+llhttp",
@@ -45,7 +46,7 @@ ORDER = list(HEADLINE)
 NUMERIC = {
     "procs", "round", "conns", "requests_per_s", "p50_ms", "p99_ms", "max_ms", "errors",
     "rss_kib", "cpu_pct", "others_pct", "baseline_rps", "retained_pct", "load_rps", "idle_conns",
-    "rss_before_kib", "rss_after_kib", "bytes_per_conn", "step_s",
+    "rss_before_kib", "rss_after_kib", "bytes_per_conn", "step_s", "bytes_per_conn_1s",
 }
 
 
@@ -174,9 +175,11 @@ def table(meta, rows, chosen):
                 other.append(f"unloaded {fmt(r['baseline_rps'])} req/s, kept "
                              f"{fmt(r['retained_pct'])}%, load {fmt(r['load_rps'])} req/s")
             if r.get("bytes_per_conn") is not None:
+                at_1s = (f" ({fmt(r['bytes_per_conn_1s'])} at 1 s)"
+                         if r.get("bytes_per_conn_1s") is not None else "")
                 other.append(f"{fmt(r['idle_conns'])} idle: RSS {fmt(r['rss_before_kib'])} → "
                              f"{fmt(r['rss_after_kib'])} KiB, "
-                             f"{fmt(r['bytes_per_conn'])} B/conn")
+                             f"{fmt(r['bytes_per_conn'])} B/conn at 3 s{at_1s}")
             if r.get("error_detail"):
                 other.append(r["error_detail"])
             if r.get("note"):

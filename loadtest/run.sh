@@ -26,7 +26,9 @@
 # goro-demo (a sanitizer build, say) instead of building one.
 #
 # Knobs (environment):
-#   PEERS="goro go nginx asio epoll"   servers to run (goro is the one the ratios are of)
+#   PEERS="goro go nginx asio epoll"   servers to run (goro is the one the ratios are of);
+#                        "base" is a second goro-demo, BASE_DEMO, to compare two builds
+#   BASE_DEMO=<path>     the goro-demo the "base" peer runs (a build of an earlier commit)
 #   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
 #   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
 #   ROUNDS=1             runs per server and scenario; the table takes the median
@@ -87,6 +89,8 @@ does_not_apply() {
       echo "serves no WebSocket" ;;
     asio/* | epoll/*)
       [ -x "$bin/loadtest_peer_$peer" ] || echo "loadtest_peer_$peer was not built" ;;
+    base/*)
+      [ -x "${BASE_DEMO:-}" ] || echo "BASE_DEMO names no goro-demo" ;;
   esac
 }
 
@@ -373,9 +377,11 @@ start_server_once() {
   port=$(free_port)
   url_base="$scheme://127.0.0.1:$port"
   case "$peer" in
-    goro)
+    goro | base)
+      local binary=$demo
+      [ "$peer" = base ] && binary=$BASE_DEMO
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
-      GORO_MAXPROCS=$p "${server_pin[@]}" "$demo" --addr "127.0.0.1:$port" "${tls_args[@]}" \
+      GORO_MAXPROCS=$p "${server_pin[@]}" "$binary" --addr "127.0.0.1:$port" "${tls_args[@]}" \
         >"$logfile" 2>&1 &
       ;;
     go)
@@ -538,7 +544,7 @@ smoke_check() {  # step-name logfile step-status
 # --- plan ----------------------------------------------------------------------------
 csv="$out/results.csv"
 mkdir -p "$out/logs"
-echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s" >"$csv"
+echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s,bytes_per_conn_1s" >"$csv"
 
 csv_row() {  # fields in the header's order
   local f line="" sep=""
@@ -644,6 +650,7 @@ for entry in "${steps[@]}"; do
     continue
   fi
   note="" baseline="" retained="" bg_rps="" idle_n="" rss_before="" rss_after="" per_conn=""
+  per_conn_1s=""
   bg_errors=0 bg_error_detail=""
   others=""
   # wrk's clock includes opening the connections: 10,000 of them take a good part of 1 s.
@@ -665,11 +672,13 @@ for entry in "${steps[@]}"; do
       kill -0 "$idle_pid" 2>/dev/null || break
       sleep 0.1
     done
-    # Measured after 3 s without traffic, as the connections of a keep-alive pool sit
-    # between requests: a goro connection idle for 1 s parks without its goroutine and
-    # buffers, and the memory they held goes back a second later (docs/design.md); the
-    # other servers keep what they hold.
-    sleep 3
+    # Measured after 1 s and after 3 s without traffic, as the connections of a
+    # keep-alive pool sit between requests: a goro connection idle for 1 s parks without
+    # its goroutine and buffers, and the memory they held goes back a second later
+    # (docs/design.md); the other servers keep what they hold.
+    sleep 1
+    rss_1s=$(rss_kib "$server_pid")
+    sleep 2
     rss_after=$(rss_kib "$server_pid")
     kill -TERM "$idle_pid" 2>/dev/null || true
     wait "$idle_pid" 2>/dev/null || true
@@ -682,6 +691,7 @@ for entry in "${steps[@]}"; do
     [ "$w_errors" -gt 0 ] && w_error_detail="failed=${failed:-?} closed_by_server=${closed:-?}"
     if [ -n "$idle_n" ] && [ "$idle_n" -gt 0 ]; then
       per_conn=$(((rss_after - rss_before) * 1024 / idle_n))
+      per_conn_1s=$(((rss_1s - rss_before) * 1024 / idle_n))
     else
       note="the idle client connected nothing (log: $idle_log)"
     fi
@@ -689,8 +699,9 @@ for entry in "${steps[@]}"; do
     w_rps="" p50="" p99="" maxl=""
     status=ok
     [ -z "$per_conn" ] && status=failed
-    log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn, errors %s' "${idle_n:-0}" "$scenario" \
-      "$rss_before" "$rss_after" "${per_conn:-?}" "$w_errors")"
+    log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn (at 1 s: %s), errors %s' \
+      "${idle_n:-0}" "$scenario" "$rss_before" "$rss_after" "${per_conn:-?}" "${per_conn_1s:-?}" \
+      "$w_errors")"
   elif [ "$scenario" = h2 ]; then
     run_h2load "$conns" 16 "$warmup" "$url_base$path" # warm-up
     cpu0=$(cpu_ticks "$server_pid")
@@ -774,7 +785,7 @@ for entry in "${steps[@]}"; do
   step_s=$(awk -v a="$t_step" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   csv_row "$scenario" "$peer" "$p" "$round" "$status" "$note" "$conns" "$w_rps" "$p50" "$p99" \
     "$maxl" "$w_errors" "$w_error_detail" "$rss" "$cpu" "$others" "$baseline" "$retained" "$bg_rps" \
-    "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s"
+    "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s" "$per_conn_1s"
 done
 total_s=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 log "== measured in $((total_s / 60)) min $((total_s % 60)) s"

@@ -9,6 +9,7 @@
 #   loadtest/http/profile.sh epoll      # the bare epoll loop, the ceiling
 #   SECONDS_OF_LOAD=4 TOP=25 loadtest/http/profile.sh goro
 #   PIPELINE=0 loadtest/http/profile.sh goro   # one request per round trip, 64 connections
+#   GORO_DEMO=/tmp/old/goro-demo loadtest/http/profile.sh   # another goro-demo, to compare
 #
 # Prints the total and the functions with the most instructions of their own; the
 # callgrind file is kept (its path is printed) for callgrind_annotate --inclusive=yes.
@@ -29,7 +30,7 @@ for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
   command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
 done
 case "$peer" in
-  goro) server=("$build/examples/demo/goro-demo" --addr "127.0.0.1:$port") ;;
+  goro) server=("${GORO_DEMO:-$build/examples/demo/goro-demo}" --addr "127.0.0.1:$port") ;;
   epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port") ;;
   *) echo "profile.sh: peer is goro or epoll, not '$peer'" >&2; exit 2 ;;
 esac

@@ -120,9 +120,11 @@ class Connection final : public goro::Pooled {
   bool client_gone();
   void note_peer_gone() noexcept { peer_gone_ = true; }
 
-  // Bytes read and written, added to server_stats() now and then (publish_bytes).
+  // Bytes read and written, and requests served, added to server_stats() now and then
+  // (publish_bytes).
   void count_in(std::size_t n) noexcept { bytes_in_ += n; }
   void count_out(std::size_t n) noexcept { bytes_out_ += n; }
+  void count_request() noexcept { ++requests_; }
   void publish_bytes();
 
  private:
@@ -149,6 +151,10 @@ class Connection final : public goro::Pooled {
   void (*resume_)(ConnRef&) = nullptr;  // what park_until_readable starts
   std::uint64_t bytes_in_ = 0;
   std::uint64_t bytes_out_ = 0;
+  std::uint64_t requests_ = 0;
+  // The statistics shard of the thread that accepted the connection: any shard will do,
+  // and keeping one spares each request a look at the thread.
+  StatsShard* shard_;
 
   // The current request's context, and the hang-up start that cancels it.
   std::mutex ctx_mu_;          // guards request_cancel_ and hung_up_ (hung_up takes it)

@@ -75,7 +75,7 @@ Ran handler_failed(Server::Impl& server, Exchange& x, Request& req, Response& w,
 }  // namespace
 
 Ran run_exchange(Server::Impl& server, Exchange& x, Request& req, Response& w) {
-  stats_shard().requests.fetch_add(1, std::memory_order_relaxed);
+  x.count_request();
   if (req.target() == "*") {
     // The asterisk form names the server itself; only OPTIONS may use it (RFC 9112
     // 3.2.4). Answered here, as Go's server does, not by the handler: OPTIONS * gets

@@ -50,6 +50,8 @@ class Exchange : public RequestHost {
   virtual void refuse(int status, std::string_view message) = 0;
   // The handler returned: the context it got (if it asked) ends.
   virtual void end_request_context() = 0;
+  // Adds the request to server_stats().
+  virtual void count_request() = 0;
 
  protected:
   ~Exchange() = default;

@@ -123,9 +123,12 @@ std::error_code Response::flush() {
 // handler declared). Trailers to come keep the body streamed: on HTTP/1.1 only a chunked
 // body can carry them.
 std::error_code Response::send_head(bool final) {
-  const std::int64_t declared = parse_length(headers_.get("content-length"));
   const bool no_body = body_forbidden(status_);
   const bool streamed = !final || !trailers_.empty();
+  // The handler's Content-Length matters only where the body is not all here: streamed,
+  // or a HEAD response's, which was never written.
+  const std::int64_t declared =
+      no_body || (!streamed && !head_request_) ? -1 : parse_length(headers_.get("content-length"));
   if (no_body) {
     length_ = -1;
   } else if (!streamed) {

@@ -299,11 +299,15 @@ StatsShard& stats_shard() { return **thread_stats_shard.use(); }
 
 Connection::Connection(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
                        bool tls, bool may_park)
-    : server_(std::move(server)), stream_(std::move(stream)), tls_(tls), may_park_(may_park) {
+    : server_(std::move(server)),
+      stream_(std::move(stream)),
+      tls_(tls),
+      may_park_(may_park),
+      shard_(&stats_shard()) {
   remote_ = stream_->remote_addr().to_string();
   std::lock_guard lock(server_->mu);
   server_->conns.insert(this);
-  stats_shard().opened.fetch_add(1, std::memory_order_relaxed);
+  shard_->opened.fetch_add(1, std::memory_order_relaxed);
 }
 
 Connection::~Connection() {
@@ -317,7 +321,7 @@ Connection::~Connection() {
   }
   stream_->close();
   publish_bytes();
-  stats_shard().closed.fetch_add(1, std::memory_order_relaxed);
+  shard_->closed.fetch_add(1, std::memory_order_relaxed);
 }
 
 ConnRef Connection::open(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
@@ -422,11 +426,11 @@ bool Connection::client_gone() {
 }
 
 void Connection::publish_bytes() {
-  if (bytes_in_ == 0 && bytes_out_ == 0) return;
-  StatsShard& shard = stats_shard();
-  shard.bytes_in.fetch_add(bytes_in_, std::memory_order_relaxed);
-  shard.bytes_out.fetch_add(bytes_out_, std::memory_order_relaxed);
-  bytes_in_ = bytes_out_ = 0;
+  if (bytes_in_ == 0 && bytes_out_ == 0 && requests_ == 0) return;
+  shard_->bytes_in.fetch_add(bytes_in_, std::memory_order_relaxed);
+  shard_->bytes_out.fetch_add(bytes_out_, std::memory_order_relaxed);
+  if (requests_ != 0) shard_->requests.fetch_add(requests_, std::memory_order_relaxed);
+  bytes_in_ = bytes_out_ = requests_ = 0;
 }
 
 }  // namespace goro::http::detail

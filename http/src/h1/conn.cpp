@@ -156,6 +156,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
     return conn_.request_context();
   }
   bool client_gone() override { return conn_.client_gone(); }
+  void count_request() override { conn_.count_request(); }
 
   // BodyReader
   Result<std::size_t> read(void* buf, std::size_t len) override;

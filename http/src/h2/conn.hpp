@@ -109,6 +109,9 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
   void end_request_context() override;
   Context request_context() override;
   bool client_gone() override;
+  void count_request() override {
+    stats_shard().requests.fetch_add(1, std::memory_order_relaxed);
+  }
   // BodyReader
   Result<std::size_t> read(void* buf, std::size_t len) override;
   // ResponseSink
