@@ -6,12 +6,14 @@
 // ask to be called before each read (set_before_read), to let the server's other
 // goroutines run before the next bytes or the end of stream arrive (http2_server).
 //
-// Used by one goroutine at a time (the connection's); no locking.
+// Reads and writes come from one goroutine at a time (the connection's); where another
+// goroutine looks at the output meanwhile, set_output_lock names the mutex that guards it.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +30,9 @@ class MemoryStream final : public net::Stream {
   // outlive the stream.
   MemoryStream(std::string_view input, std::vector<std::size_t> steps, std::string& output)
       : input_(input), steps_(std::move(steps)), output_(output) {}
+
+  // Writes append to the output under mu (held only for the append).
+  void set_output_lock(std::mutex* mu) { output_mu_ = mu; }
 
   // fn(input_left) runs at the start of every read, on the reading goroutine.
   void set_before_read(std::function<void(bool input_left)> fn) { before_read_ = std::move(fn); }
@@ -48,6 +53,8 @@ class MemoryStream final : public net::Stream {
   Result<std::size_t> writev(const iovec* iov, int count) override {
     if (closed_) return net::errc::closed;
     if (write_shut_) return std::errc::broken_pipe;
+    std::unique_lock<std::mutex> lock;
+    if (output_mu_ != nullptr) lock = std::unique_lock(*output_mu_);
     std::size_t total = 0;
     for (int i = 0; i < count; ++i) {
       output_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
@@ -78,6 +85,7 @@ class MemoryStream final : public net::Stream {
   std::size_t next_step_ = 0;
   std::string& output_;
   std::function<void(bool)> before_read_;
+  std::mutex* output_mu_ = nullptr;
   bool closed_ = false;
   bool write_shut_ = false;
 };

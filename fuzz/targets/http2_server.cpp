@@ -43,10 +43,12 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <goro/http/router.hpp>
@@ -86,7 +88,10 @@ struct Handled {
   std::optional<std::string> body;  // what the handler wrote, once it completed normally
 };
 
+// Guarded by mu: on one P the goroutines still run in parallel when the runtime
+// detaches one that holds its thread too long (preemption) and hands the P on.
 struct Served {
+  std::mutex mu;
   std::string output;
   std::vector<Handled> handled;
   int progress = 0;    // bumped as handlers start and end (see settle)
@@ -94,17 +99,19 @@ struct Served {
 };
 
 // Lets the connection's other goroutines (its writer, the handlers) run until a few
-// rounds pass in which none did anything visible. One P: the reader yielding is the
-// only way they run while it has input.
-void settle(const Served& served) {
+// rounds pass in which none did anything visible. One P: the reader yielding is how they
+// run while it has input.
+void settle(Served& served) {
+  const auto snapshot = [&served] {
+    std::lock_guard lock(served.mu);
+    return std::pair(served.output.size(), served.progress);
+  };
   int quiet = 0;
   for (int round = 0; round < 1000 && quiet < 3; ++round) {
-    const std::size_t out = served.output.size();
-    const int progress = served.progress;
+    const auto before = snapshot();
     const int alive = goro::num_goroutine();
     goro::yield();
-    const bool same = out == served.output.size() && progress == served.progress &&
-                      alive == goro::num_goroutine();
+    const bool same = before == snapshot() && alive == goro::num_goroutine();
     quiet = same ? quiet + 1 : 0;
   }
 }
@@ -117,6 +124,7 @@ std::size_t request_number(http::ResponseWriter& w) {
 http::Router make_router(Served*& served) {
   http::Router r;
   auto done = [&served](http::ResponseWriter& w, std::string body) {
+    std::lock_guard lock(served->mu);
     served->handled[request_number(w)].body = std::move(body);
   };
   r.handle("GET /{$}", [done](http::Request&, http::ResponseWriter& w) {
@@ -176,7 +184,10 @@ http::Router make_router(Served*& served) {
   // gone.
   r.handle("GET /watch", [&served](http::Request& req, http::ResponseWriter&) {
     req.context().done().recv();
-    if (!req.client_gone()) served->broken = "a request context ended with the client there";
+    if (!req.client_gone()) {
+      std::lock_guard lock(served->mu);
+      served->broken = "a request context ended with the client there";
+    }
   });
   r.handle("/throw", [](http::Request&, http::ResponseWriter&) {
     throw std::runtime_error("handler failure");
@@ -222,13 +233,18 @@ void serve(std::string_view input, std::uint8_t settings, Served& served) {
   bytes.append(input);
   on_goroutine([&] {
     http::Server server(options, [&served](http::Request& req, http::ResponseWriter& w) {
-      w.header().set("X-Request", std::to_string(served.handled.size()));
-      served.handled.push_back({std::string(req.method()), std::nullopt});
-      ++served.progress;
+      {
+        std::lock_guard lock(served.mu);
+        w.header().set("X-Request", std::to_string(served.handled.size()));
+        served.handled.push_back({std::string(req.method()), std::nullopt});
+        ++served.progress;
+      }
       router(req, w);
+      std::lock_guard lock(served.mu);
       ++served.progress;
     });
     auto stream = std::make_unique<MemoryStream>(bytes, read_steps(settings), served.output);
+    stream->set_output_lock(&served.mu);
     std::size_t reads = 0;
     bool shutdown_begun = false;
     goro::WaitGroup shutdown_done;
