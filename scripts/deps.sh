@@ -96,6 +96,22 @@ goro_deps_list() {
   done | awk '!seen[$0]++'
 }
 
+# Prints the table of groups that docs/building.md shows (scripts/check-deps-doc.sh
+# checks that it does): each group's own packages, and the group it adds to.
+goro_deps_table() {
+  local own
+  echo "| group      | packages |"
+  echo "|------------|----------|"
+  own=$(printf '%s ' "${GORO_DEPS_BUILD[@]}")
+  echo "| \`build\`    | ${own% } |"
+  # npm joins the test group only where no npm is on PATH: the table says so, the same
+  # on every machine.
+  own=$(printf '%s\n' "${GORO_DEPS_TEST[@]}" | grep -vx npm | tr '\n' ' ')
+  echo "| \`test\`     | build + ${own% } (npm too where none is on PATH) |"
+  own=$(printf '%s ' "${GORO_DEPS_LOADTEST[@]}")
+  echo "| \`loadtest\` | test + ${own% } |"
+}
+
 # Prints the packages of the given groups that are not installed.
 goro_deps_missing() {
   local pkgs pkg status
@@ -149,6 +165,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
       shift
       goro_deps_missing "$@"
       ;;
+    --table) goro_deps_table ;;
     *) goro_install_deps "$@" ;;
   esac
 fi

@@ -1,7 +1,8 @@
 // goro-demo: an HTTP server showing what goro does with plain blocking handler code.
 //
 //   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
-//             [--shutdown-timeout S] [--access-log[=logfmt|json|common]] [--debug] [--h2c]
+//             [--shutdown-timeout 5s] [--access-log[=logfmt|json|common]]
+//             [--access-log-file PATH] [--request-ids] [--debug] [--h2c]   (--help: all)
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
 //                            on stderr: the container's HEALTHCHECK, which needs no curl
 //
@@ -180,38 +181,25 @@ http::Router make_router(const std::string& root, bool debug) {
   return r;
 }
 
-void usage() {
-  std::fprintf(stderr,
-               "usage: goro-demo [--addr HOST:PORT] [--root DIR] [--tls-cert FILE --tls-key FILE] "
-               "[--shutdown-timeout SECONDS] [--access-log[=logfmt|json|common]] [--debug]\n"
-               "                 [--h2c]\n"
-               "       goro-demo --probe URL\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
-  goro::AppOptions options{.name = "goro-demo", .shutdown_timeout = 5s};
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--h2c") options.server.enable_h2c = true;
+  goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
+  goro::FlagSet& flags = app.flags();
+  flags.set_description(
+      "An HTTP server showing what goro does with plain blocking handler code.\n"
+      "goro-demo --probe URL: GET URL (2 s limit), exit 0 on a 200 (the container's "
+      "health check).");
+  const std::string& root = flags.add("root", "", "serve the files under `DIR` at /static/");
+  const bool& debug = flags.add("debug", false, "serve goroutine dumps under /debug/goro/");
+  const bool& h2c = flags.add("h2c", false, "serve HTTP/2 with prior knowledge on plain TCP");
+  if (std::optional<int> exit = app.parse()) return *exit;
+  if (!app.args().empty()) {
+    app.log("unexpected argument '" + app.args()[0] + "' (see goro-demo --help)");
+    return 2;
   }
-  goro::App app(argc, argv, std::move(options));
-  std::string root;
-  bool debug = false;
-  const auto& args = app.args();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--root" && i + 1 < args.size()) {
-      root = args[++i];
-    } else if (args[i] == "--debug") {
-      debug = true;
-    } else if (args[i] == "--h2c") {
-      // Taken above, into the server's options.
-    } else {
-      usage();
-      return 2;
-    }
-  }
+  app.options().server.enable_h2c = h2c;
   RequestCounts counts;
   const int code = app.run([&] {
     http::Handler routes = make_router(root, debug);

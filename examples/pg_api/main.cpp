@@ -123,6 +123,10 @@ http::Handler routes(std::shared_ptr<pg::Pool> db) {
 
 int main(int argc, char** argv) {
   goro::App app(argc, argv, {.name = "goro-pg-api"});
+  app.flags().set_description(
+      "Its one argument, CONNINFO, is libpq's connection string (\"host=/tmp dbname=notes\");\n"
+      "without it libpq's defaults and environment (PGHOST, ...) apply.");
+  if (std::optional<int> exit = app.parse()) return *exit;
   const std::string conninfo = app.args().empty() ? "" : app.args()[0];
   return app.run([&]() -> http::Handler {
     auto db = std::make_shared<pg::Pool>(conninfo, kPoolSize);

@@ -30,8 +30,11 @@ bool hop_by_hop(std::string_view name) {
 
 int main(int argc, char** argv) {
   goro::App app(argc, argv, {.name = "goro-reverse-proxy"});
+  app.flags().set_description(
+      "Forwards every request to the backend its one argument names (http://host:port).");
+  if (std::optional<int> exit = app.parse()) return *exit;
   if (app.args().size() != 1) {
-    std::fprintf(stderr, "usage: goro-reverse-proxy [--addr LISTEN_ADDR] BACKEND_URL\n");
+    app.log("takes one argument, the backend's URL (see --help)");
     return 2;
   }
   std::string backend = app.args()[0];

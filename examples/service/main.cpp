@@ -3,11 +3,13 @@
 namespace http = goro::http;
 using namespace std::chrono_literals;
 
-// GET /quote/{name} asks a backend (the first argument, e.g. goro-demo) and answers
-// 504 if it takes over 1 s; a client that leaves ends the backend call at once.
+// GET /quote/{name} asks a backend (--backend, e.g. goro-demo) and answers 504 if it
+// takes over 1 s; a client that leaves ends the backend call at once.
 int main(int argc, char** argv) {
-  goro::App app(argc, argv, {.name = "service"});
-  const std::string backend = app.args().empty() ? "http://127.0.0.1:8081" : app.args()[0];
+  goro::App app(argc, argv, {.name = "service", .request_ids = true});
+  const std::string& backend =
+      app.flags().add("backend", "http://127.0.0.1:8081", "ask the backend at `URL`");
+  if (std::optional<int> exit = app.parse()) return *exit;  // --help, a bad flag
   http::Client client;
 
   http::Router r;
@@ -25,5 +27,5 @@ int main(int argc, char** argv) {
     w.text("quote for " + std::string(req.path_value("name")) + ": " + reply->body + "\n");
   });
   // SIGTERM/SIGINT: stop accepting, let requests finish (10 s), exit 0.
-  return app.run(http::chain(r, {http::recover(), http::request_id()}));
+  return app.run(http::chain(r, {http::recover()}));
 }

@@ -28,13 +28,18 @@ def free_port():
     return port
 
 
-def get(port, target):
+def get_full(port, target):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", target)
     r = c.getresponse()
     body = r.read().decode()
     c.close()
-    return r.status, body
+    return r.status, body, r.headers
+
+
+def get(port, target):
+    status, body, _ = get_full(port, target)
+    return status, body
 
 
 source = open(__file__.replace("service_test.py", "main.cpp")).read()
@@ -47,12 +52,15 @@ demo = subprocess.Popen([demo_bin, "--addr", f"127.0.0.1:{backend_port}"],
                         stdout=subprocess.PIPE, text=True)
 demo.stdout.readline()
 service = subprocess.Popen([service_bin, "--addr", f"127.0.0.1:{port}",
-                            f"http://127.0.0.1:{backend_port}"],
+                            "--backend", f"http://127.0.0.1:{backend_port}"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 try:
     first = service.stdout.readline()
     check(f"service: serving http://127.0.0.1:{port}" in first, f"startup line: {first!r}")
     check(get(port, "/healthz") == (200, "ok\n"), "GET /healthz")
+    status, body, headers = get_full(port, "/no/such/route")
+    check(status == 404 and len(headers.get("X-Request-Id", "")) == 16,
+          f"an unknown route gets 404 with a request id: {status} {headers}")
     status, body = get(port, "/quote/ana?ms=20")
     check(status == 200 and body == "quote for ana: ok\n", f"quote: {status} {body!r}")
     start = time.monotonic()

@@ -29,72 +29,71 @@ std::string base_name(const char* path) {
   return std::string(slash == std::string_view::npos ? p : p.substr(slash + 1));
 }
 
-// Parses a whole number of seconds, or a fraction ("2.5"); nullopt when it is not one.
-std::optional<std::chrono::nanoseconds> parse_seconds(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == nullptr || *end != '\0' || !(v >= 0) || v > 86400.0 * 365) return std::nullopt;
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(v * 1e9));
+// The options as the environment leaves them: a name, and the address from GORO_ADDR or
+// PORT (a flag still wins).
+AppOptions from_environment(AppOptions options, int argc, char** argv) {
+  if (options.name.empty()) options.name = base_name(argc > 0 ? argv[0] : nullptr);
+  if (const char* a = std::getenv("GORO_ADDR"); a != nullptr && *a != '\0') {
+    options.addr = a;
+  } else if (const char* p = std::getenv("PORT"); p != nullptr && *p != '\0') {
+    options.addr = std::string(":") + p;
+  }
+  return options;
 }
 
 }  // namespace
 
-App::App(int argc, char** argv, AppOptions options) : options_(std::move(options)) {
-  if (options_.name.empty()) options_.name = base_name(argc > 0 ? argv[0] : nullptr);
-  // The environment first, so that a flag wins.
-  if (const char* a = std::getenv("GORO_ADDR"); a != nullptr && *a != '\0') {
-    options_.addr = a;
-  } else if (const char* p = std::getenv("PORT"); p != nullptr && *p != '\0') {
-    options_.addr = std::string(":") + p;
+App::App(int argc, char** argv, AppOptions options)
+    : options_(from_environment(std::move(options), argc, argv)), flags_(options_.name) {
+  for (int i = 0; i < argc; ++i) argv_.emplace_back(argv[i] != nullptr ? argv[i] : "");
+  flags_.var("addr", options_.addr,
+             "listen on `HOST:PORT` (else $GORO_ADDR, or $PORT for every interface)");
+  flags_.var("tls-cert", options_.tls_cert,
+             "serve HTTPS with the certificate chain in `FILE` (PEM), with --tls-key");
+  flags_.var("tls-key", options_.tls_key, "the private key for --tls-cert, in `FILE` (PEM)");
+  flags_.var("shutdown-timeout", options_.shutdown_timeout,
+             "how long a shutdown lets requests in flight finish (10s, 2.5, 500ms)");
+  flags_.func(
+      "access-log", "log every request on stderr as `FORMAT`: logfmt (the default), json or common",
+      [this](std::string_view format) {
+        if (format.empty() || format == "logfmt") {
+          access_log_format_ = http::AccessLogFormat::logfmt;
+        } else if (format == "json") {
+          access_log_format_ = http::AccessLogFormat::json;
+        } else if (format == "common") {
+          access_log_format_ = http::AccessLogFormat::common;
+        } else {
+          return std::string("takes logfmt, json or common");
+        }
+        return std::string();
+      },
+      /*takes_value=*/false);
+  flags_.var("access-log-file", access_log_file_,
+             "write the access log to `PATH` (appending) instead of stderr; turns it on");
+  flags_.var("request-ids", options_.request_ids,
+             "give every request an id (X-Request-Id) on its reply and in the log");
+}
+
+std::optional<int> App::parse() {
+  if (parsed_) return *parsed_;
+  std::vector<const char*> argv;
+  for (const std::string& a : argv_) argv.push_back(a.c_str());
+  std::optional<int> exit = flags_.parse(static_cast<int>(argv.size()), argv.data());
+  if (!exit && options_.tls_cert.empty() != options_.tls_key.empty()) {
+    log("--tls-cert and --tls-key go together");
+    exit = 2;
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::string_view flag = arg;
-    std::optional<std::string> value;
-    if (const std::size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
-      flag = arg.substr(0, eq);
-      value = std::string(arg.substr(eq + 1));
-    }
-    if (flag == "--access-log") {
-      const std::string format = value.value_or("logfmt");
-      if (format == "logfmt") {
-        options_.access_log = http::AccessLogFormat::logfmt;
-      } else if (format == "json") {
-        options_.access_log = http::AccessLogFormat::json;
-      } else if (format == "common") {
-        options_.access_log = http::AccessLogFormat::common;
-      } else {
-        flag_error_ = "--access-log takes logfmt, json or common, not '" + format + "'";
-      }
-      continue;
-    }
-    if (flag != "--addr" && flag != "--tls-cert" && flag != "--tls-key" &&
-        flag != "--shutdown-timeout") {
-      args_.emplace_back(arg);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc) {
-        flag_error_ = std::string(flag) + " needs a value";
-        continue;
-      }
-      value = argv[++i];
-    }
-    if (flag == "--addr") {
-      options_.addr = *value;
-    } else if (flag == "--tls-cert") {
-      options_.tls_cert = *value;
-    } else if (flag == "--tls-key") {
-      options_.tls_key = *value;
-    } else if (auto d = parse_seconds(*value)) {
-      options_.shutdown_timeout = *d;
-    } else {
-      flag_error_ = "--shutdown-timeout takes seconds, not '" + *value + "'";
-    }
+  if (!exit && (access_log_format_ || !access_log_file_.empty())) {
+    if (!options_.access_log) options_.access_log = http::AccessLogOptions{};
+    if (access_log_format_) options_.access_log->format = *access_log_format_;
   }
-  if (flag_error_.empty() && options_.tls_cert.empty() != options_.tls_key.empty())
-    flag_error_ = "--tls-cert and --tls-key go together";
+  parsed_ = exit;
+  return exit;
+}
+
+const std::vector<std::string>& App::args() {
+  (void)parse();
+  return flags_.args();
 }
 
 void App::log(std::string_view message) const {
@@ -108,10 +107,7 @@ int App::run(http::Handler handler) {
 }
 
 int App::run(std::function<http::Handler()> make) {
-  if (!flag_error_.empty()) {
-    log(flag_error_);
-    return 2;
-  }
+  if (std::optional<int> exit = parse()) return *exit;
   // A client that goes away must not end the process with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   return goro::run(
@@ -160,10 +156,18 @@ int App::run(std::function<http::Handler()> make) {
           plain.emplace(std::move(*ln));
         }
         http::ServerOptions server_options = options_.server;
+        server_options.request_ids |= options_.request_ids || options_.access_log.has_value();
         if (options_.access_log) {
-          const http::AccessLogOptions log_options{*options_.access_log, {}};
-          handler = http::chain(std::move(handler),
-                                {http::access_log(log_options), http::request_id()});
+          http::AccessLogOptions log_options = *options_.access_log;
+          if (!access_log_file_.empty()) {
+            Result<http::LogSink> file = http::open_log_file(access_log_file_);
+            if (!file) {
+              log("access log " + access_log_file_ + ": " + file.error().message());
+              return 1;
+            }
+            log_options.sink = std::move(*file);
+          }
+          handler = http::chain(std::move(handler), {http::access_log(log_options)});
           http::ErrorReplyHook own = std::move(server_options.on_error_reply);
           http::ErrorReplyHook log_replies = http::log_error_replies(log_options);
           server_options.on_error_reply = [own, log_replies](http::ErrorReply& reply) {

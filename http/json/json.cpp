@@ -1,5 +1,6 @@
 #include <goro/http/json.hpp>
 
+#include <goro/http/error_reply.hpp>
 #include <goro/http/errors.hpp>
 #include <goro/net/errors.hpp>
 
@@ -163,7 +164,7 @@ std::error_code json_wrong_shape(const nlohmann::json::exception& e, JsonError* 
               "JSON of the wrong shape: " + std::string(explanation(e)));
 }
 
-void refuse_json_body(ResponseWriter& w, const JsonError& error) {
+void refuse_json_body(Request& req, ResponseWriter& w, const JsonError& error) {
   int status = 400;
   if (error.code == json_errc::not_json_content_type) {
     status = 415;
@@ -174,7 +175,15 @@ void refuse_json_body(ResponseWriter& w, const JsonError& error) {
   }
   // After a body too large or cut short the server has answered by itself and this
   // write fails with errc::response_finished: nothing more to do either way.
-  (void)write_json_error(w, status, error.message);
+  FrameworkReply reply;
+  reply.status = status;
+  reply.content_type = "application/json";
+  reply.body = nlohmann::json{{"error", error.message}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  reply.body.push_back('\n');
+  reply.message = error.message;
+  reply.origin = "json";
+  (void)send_error(req, w, std::move(reply));
 }
 
 }  // namespace detail

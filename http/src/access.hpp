@@ -4,11 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
+#include <system_error>
 
 #include <goro/http/request.hpp>
+#include <goro/http/response.hpp>
 
 namespace goro::http::detail {
 
@@ -33,7 +35,25 @@ struct RequestAccess {
     req.version_minor_ = version_minor;
     req.content_length_ = content_length;
   }
+  // The exchange req came from; nullptr for one made from parts without it.
+  static RequestHost* host(Request& req) { return req.host_; }
 };
+
+// send_error for goro's own handlers: status with body (their text since before
+// shape_reply existed), the problem named by message, origin "router", "file_server"...
+std::error_code send_builtin_error(Request& req, ResponseWriter& w, int status, std::string body,
+                                   std::string_view message, std::string_view origin);
+
+// The default body of a reply goro makes by itself: "404 Not Found: <message>\n".
+std::string default_error_body(int status, std::string_view message);
+// Content-Length, Transfer-Encoding, Connection: the fields a reply's framing owns.
+bool framing_field_name(std::string_view name);
+
+// Request ids (ServerOptions::request_ids, request_id()): the client's X-Request-Id when
+// it is 1 to 128 characters of [A-Za-z0-9._-], else 16 random hex digits.
+bool acceptable_request_id(std::string_view id);
+std::string new_request_id();
+std::string request_id_for(std::string_view sent);
 
 // Appends "Date: <IMF-fixdate>\r\n" for now; the text is formatted once per second.
 void append_date_header(std::string& out);

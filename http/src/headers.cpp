@@ -69,6 +69,14 @@ std::string_view Headers::get(std::string_view name) const noexcept {
   return {};
 }
 
+std::vector<std::string_view> Headers::values(std::string_view name) const {
+  std::vector<std::string_view> out;
+  for (HeaderField f : *this) {
+    if (iequals(f.name, name)) out.push_back(f.value);
+  }
+  return out;
+}
+
 bool Headers::has(std::string_view name) const noexcept {
   for (const Entry& e : entries_) {
     if (iequals({arena_.data() + e.name_offset, e.name_size}, name)) return true;

@@ -45,7 +45,47 @@ static int check_httptest() {
 }
 #endif
 
+#if defined(CONSUMER_HAS_FRAMEWORK)
+// The option structs as the README writes them: designated initializers naming a few
+// fields. With -Wextra, g++ warns about any field left out that has no initializer of
+// its own; this compiles only while every public options struct gives each one.
+[[maybe_unused]] static void options_as_users_write_them() {
+  goro::Config config{.maxprocs = 2};
+  goro::GoOptions go{.name = "worker"};
+  goro::AppOptions app{.name = "service", .request_ids = true};
+  goro::http::FrameworkReply reply{.status = 404, .body = "gone"};
+  goro::http::ServerOptions server{.enable_h2c = true};
+  goro::http::ClientOptions client{.max_redirects = 3};
+  goro::http::AccessLogOptions log{.format = goro::http::AccessLogFormat::json};
+  goro::http::FileServerOptions files{.index = "home.html"};
+  goro::http::websocket::AcceptOptions ws{.max_message_size = 1 << 16};
+  goro::http::websocket::DialOptions dial{.max_message_size = 1 << 16};
+  goro::http::websocket::Compression deflate{.enabled = true};
+  goro::net::ListenOptions listen{.reuse_port = true};
+  goro::net::TlsConfig tls{.alpn = {"h2"}};
+  goro::net::TlsCertificate cert{.cert_file = "c.pem", .key_file = "k.pem"};
+  (void)reply;
+  (void)config, (void)go, (void)app, (void)server, (void)client, (void)log, (void)files;
+  (void)ws, (void)dial, (void)deflate, (void)listen, (void)tls, (void)cert;
+}
+
+// A program's own flags through the installed goro::framework; 0 when they read right.
+static int check_flags() {
+  goro::FlagSet flags("consumer");
+  int& workers = flags.add("workers", 1, "background workers");
+  const char* argv[] = {"consumer", "--workers=3", "input.txt"};
+  if (flags.parse(3, argv) || workers != 3 || flags.args().size() != 1) {
+    std::printf("consumer: FlagSet read --workers=3 as %d\n", workers);
+    return 1;
+  }
+  return 0;
+}
+#endif
+
 int main() {
+#if defined(CONSUMER_HAS_FRAMEWORK)
+  if (check_flags() != 0) return 1;
+#endif
   int rc = goro::run([]() -> int {
     constexpr int kN = 100;
     goro::Chan<int> results;  // unbuffered: every send meets a receive

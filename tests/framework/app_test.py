@@ -167,6 +167,67 @@ p = subprocess.run([binary, "--tls-cert", "/nonexistent.pem", "--tls-key", "/non
                     "--addr", "127.0.0.1:0"], capture_output=True, text=True, timeout=10)
 check(p.returncode == 1 and "/nonexistent.pem" in p.stderr, f"missing certificate: {p.stderr!r}")
 
+# 7. The flag set: --help lists App's flags and the program's and exits 0; an unknown
+# flag is an error; the program's flags are read before the options are final.
+p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+check(p.returncode == 0, f"--help exit code: {p.returncode} {p.stderr!r}")
+for words in ("--addr HOST:PORT", "--access-log[=FORMAT]", "--access-log-file PATH",
+              "--request-ids", "--shutdown-timeout duration", "(default 10s)",
+              "--greeting string", '(default "hello")', "--max-body BYTES", "--help"):
+    check(words in p.stdout, f"--help shows {words!r}: {p.stdout!r}")
+for args, words in ((["--bogus"], "unknown flag --bogus"),
+                    (["--max-body=lots"], "--max-body takes a whole number, not 'lots'"),
+                    (["--access-log=yaml"], "--access-log takes logfmt, json or common")):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=10)
+    check(p.returncode == 2 and words in p.stderr and "--help" in p.stderr,
+          f"{args}: {p.returncode} {p.stderr!r}")
+
+# 8. Request ids without logging, and the access log into a file, as JSON: every
+# request and the server's own replies get an id and a whole line.
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}", "--request-ids", "--greeting=hey",
+                  "--max-body", "5"])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+c.request("GET", "/hello")
+r = c.getresponse()
+check(r.status == 200 and r.read() == b"hey", "the program's --greeting")
+check(len(r.getheader("X-Request-Id") or "") == 16, f"an id without logging: {r.headers}")
+c.request("POST", "/hello", body=b"0123456789")
+r = c.getresponse()
+r.read()
+check(r.status == 413, f"--max-body 5 reached the server's options: {r.status}")
+check(len(r.getheader("X-Request-Id") or "") == 16, f"the server's own 413 has an id: {r.headers}")
+c.close()
+p.kill()
+p.communicate()
+
+log_dir = __import__("tempfile").mkdtemp()
+log_path = os.path.join(log_dir, "access.log")
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}", "--access-log=json", "--access-log-file",
+                  log_path, "--max-body=5"])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+for target in ("/hello", "/nope"):
+    c.request("GET", target, headers={"X-Request-Id": "client" + target.replace("/", "-")})
+    c.getresponse().read()
+c.request("POST", "/hello", body=b"0123456789", headers={"X-Request-Id": "client-big"})
+r = c.getresponse()
+r.read()
+check(r.getheader("X-Request-Id") == "client-big", f"the 413 keeps the client's id: {r.headers}")
+c.close()
+p.kill()
+_, err = p.communicate()
+lines = open(log_path).read().splitlines()
+check(len(lines) == 3, f"three log lines in the file: {lines!r}")
+import json  # noqa: E402
+entries = [json.loads(line) for line in lines]
+check([(e["status"], e["request_id"]) for e in entries] ==
+      [(200, "client-hello"), (404, "client-nope"), (413, "client-big")],
+      f"the entries: {entries!r}")
+check("status" not in err, f"nothing logged on stderr with a file: {err!r}")
+os.unlink(log_path)
+os.rmdir(log_dir)
+
 if failures:
     print(f"{len(failures)} failure(s)", file=sys.stderr)
     sys.exit(1)

@@ -1,5 +1,7 @@
-// The service app_test.py drives: goro::App around three routes.
-//   GET /hello        "hello"
+// The service app_test.py drives: goro::App around three routes, and two flags of its
+// own: --greeting (what /hello says) and --max-body BYTES (read before the options are
+// final: it sets the server's body limit).
+//   GET /hello        "hello", or --greeting; POST reads the body first
 //   GET /slow?ms=N    sleeps N ms under the request's context, then "slept"; if the
 //                     context ends first, prints "slow: <error>" on stdout
 //   GET /stream       writes until the server starts shutting down
@@ -7,6 +9,7 @@
 #include <goro/app.hpp>
 #include <goro/goro.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,12 +18,20 @@ namespace http = goro::http;
 
 int main(int argc, char** argv) {
   goro::App app(argc, argv, {.name = "app-test"});
+  const std::string& greeting = app.flags().add("greeting", "hello", "what /hello answers");
+  const std::int64_t& max_body =
+      app.flags().add("max-body", std::int64_t{1} << 20, "the largest request body, in `BYTES`");
+  if (std::optional<int> exit = app.parse()) return *exit;
   if (!app.args().empty()) {
     std::fprintf(stderr, "app-test: unexpected argument %s\n", app.args()[0].c_str());
     return 2;
   }
+  app.options().server.max_body_bytes = static_cast<std::uint64_t>(max_body);
   http::Router r;
-  r.handle("GET /hello", [](http::Request&, http::ResponseWriter& w) { w.text("hello"); });
+  r.handle("/hello", [&greeting](http::Request& req, http::ResponseWriter& w) {
+    if (!req.body()) return;
+    w.text(greeting);
+  });
   r.handle("GET /slow", [](http::Request& req, http::ResponseWriter& w) {
     const long ms = std::atol(req.query("ms").value_or("100").c_str());
     if (std::error_code ec = goro::sleep(std::chrono::milliseconds(ms), req.context())) {

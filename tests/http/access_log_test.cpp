@@ -3,12 +3,22 @@
 // code (httptest::record).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <goro/http/httptest.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/server.hpp>
+
+#include "test_util.hpp"
 
 namespace goro::http {
 namespace {
@@ -138,6 +148,137 @@ TEST(ErrorReplyHook, AThrowingHookDoesNotStopTheReply) {
   EXPECT_EQ(r.status, 413);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("hook broke"), std::string::npos);
+}
+
+// Many goroutines on several threads log at once to the default sink, stderr: each line
+// leaves in one write, so none runs into the next. stderr goes to a file for the test.
+class AccessLogUnderLoad : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Ps, AccessLogUnderLoad, ::testing::Values(1, 2, 4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+// Serves 8 clients x 800 requests with an access log to sink, then counts the lines of
+// the file at path and those that hold exactly one entry.
+std::pair<int, int> log_under_load(int procs, LogSink sink, const char* path) {
+  constexpr int kClients = 8, kRequests = 800;
+  {
+    test::TestServer server(chain(hello(), {access_log({AccessLogFormat::logfmt, sink})}),
+                            ServerOptions{.request_ids = true}, procs);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&server] {
+        test::RawConn c(server.port());
+        for (int k = 0; k < kRequests; ++k) {
+          if (!c.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n") || !c.read_response()) return;
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    server.stop();
+  }
+  std::ifstream in(path);
+  std::string line;
+  int lines = 0, whole = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    // One entry: it starts with its time and holds one request id, at its end.
+    if (line.rfind("time=", 0) == 0 && line.find("time=", 1) == std::string::npos &&
+        line.find("request_id=") != std::string::npos &&
+        line.find("request_id=") == line.rfind("request_id=")) {
+      ++whole;
+    }
+  }
+  EXPECT_EQ(lines, kClients * kRequests);
+  return {lines, whole};
+}
+
+TEST_P(AccessLogUnderLoad, EveryLineIsWholeAndAlone) {
+  char path[] = "/tmp/goro-access-log-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(file, STDERR_FILENO);
+  ::close(file);
+  // The default sink: stderr.
+  const auto [lines, whole] = log_under_load(GetParam(), {}, path);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::unlink(path);
+  EXPECT_EQ(whole, lines) << lines - whole << " lines ran into another";
+}
+
+TEST_P(AccessLogUnderLoad, AFileSinkKeepsEveryLineWholeToo) {
+  char path[] = "/tmp/goro-access-log-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  ::close(file);
+  Result<LogSink> sink = open_log_file(path);
+  ASSERT_TRUE(sink) << sink.error().message();
+  const auto [lines, whole] = log_under_load(GetParam(), std::move(*sink), path);
+  ::unlink(path);
+  EXPECT_EQ(whole, lines) << lines - whole << " lines ran into another";
+}
+
+TEST(OpenLogFile, AppendsAndNamesTheProblemWhenItCannotOpen) {
+  char path[] = "/tmp/goro-access-log-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::write(file, "before\n", 7), 7);
+  ::close(file);
+  {
+    Result<LogSink> sink = open_log_file(path);
+    ASSERT_TRUE(sink);
+    (*sink)("one");
+    (*sink)("two");
+  }
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "before\none\ntwo\n");
+  ::unlink(path);
+  Result<LogSink> missing = open_log_file("/nonexistent-goro-dir/access.log");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error(), std::errc::no_such_file_or_directory);
+}
+
+// ServerOptions::request_ids: every request gets an id without any middleware, the
+// server's own replies too.
+TEST(ServerRequestIds, OnEveryResponseAndTheContext) {
+  ServerOptions options{.request_ids = true};
+  auto kept =
+      record(hello(), new_request("GET", "/").header("X-Request-Id", "abc.DEF_1-2"), options);
+  EXPECT_EQ(kept.header("x-request-id"), "abc.DEF_1-2");
+  EXPECT_EQ(kept.body, "id=abc.DEF_1-2");
+  auto made = record(hello(), new_request("GET", "/").header("X-Request-Id", "not ok"), options);
+  const std::string id(made.header("x-request-id"));
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_EQ(made.body, "id=" + id);
+  // request_id() in the chain keeps the server's id rather than making a second one.
+  auto chained = record(chain(hello(), {request_id()}), new_request("GET", "/"), options);
+  EXPECT_EQ(chained.header_values("x-request-id").size(), 1u);
+  EXPECT_EQ(chained.body, "id=" + std::string(chained.header("x-request-id")));
+  // Off (the default): no id.
+  auto off = record(hello(), new_request("GET", "/"));
+  EXPECT_TRUE(off.header("x-request-id").empty());
+  EXPECT_EQ(off.body, "id=");
+}
+
+TEST(ServerRequestIds, TheServersOwnRepliesCarryThem) {
+  std::vector<std::string> ids;
+  ServerOptions options{.max_body_bytes = 10};
+  options.request_ids = true;
+  options.on_error_reply = [&](ErrorReply& reply) { ids.emplace_back(reply.request_id); };
+  Handler h = [](Request&, ResponseWriter& w) { w.text("no"); };
+  auto r = record(h, new_request("POST", "/", std::string(100, 'x')).header("X-Request-Id", "c-1"),
+                  options);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.header("x-request-id"), "c-1");
+  // Before any field was read there is no client id: the server makes one.
+  r = record(h, new_request("G(T", "/x"), options);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.header("x-request-id").size(), 16u);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], "c-1");
+  EXPECT_EQ(ids[1], r.header("x-request-id"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "h2_test_util.hpp"
+#include "test_util.hpp"
 
 namespace goro::http::test {
 namespace {
@@ -224,6 +225,32 @@ TEST_F(Http2Conformance, ContentLengthMismatchIsStreamError) {
 }
 
 // 5.1.2: streams past SETTINGS_MAX_CONCURRENT_STREAMS are refused.
+// RFC 9113 3.4: a connection that began as HTTP/2 (the preface's request line) but whose
+// preface then goes wrong is a connection error, PROTOCOL_ERROR: GOAWAY and close, not
+// an HTTP/1.1 400 to a client that speaks HTTP/2.
+TEST(Http2Preface, ABadPrefaceAfterItsRequestLineGetsGoAwayProtocolError) {
+  H2Server server([](Request&, ResponseWriter& w) { w.text("no\n"); });
+  for (std::string_view bad :
+       {"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\nGET / HTTP/1.1\r\n\r\n"}) {
+    RawH2 c(server.port(), false);
+    ASSERT_TRUE(c.send_raw(bad));
+    std::optional<Frame> goaway = c.wait_for(NGHTTP2_GOAWAY, 0);
+    ASSERT_TRUE(goaway) << "no GOAWAY for " << bad;
+    ASSERT_GE(goaway->payload.size(), 8u);
+    const std::uint32_t code = static_cast<std::uint8_t>(goaway->payload[4]) << 24 |
+                               static_cast<std::uint8_t>(goaway->payload[5]) << 16 |
+                               static_cast<std::uint8_t>(goaway->payload[6]) << 8 |
+                               static_cast<std::uint8_t>(goaway->payload[7]);
+    EXPECT_EQ(code, static_cast<std::uint32_t>(NGHTTP2_PROTOCOL_ERROR));
+    EXPECT_FALSE(c.read_frame(std::chrono::milliseconds(2000))) << "the connection stays open";
+    EXPECT_TRUE(c.closed);
+  }
+  // Not HTTP/2 from its first line: HTTP/1.1, answered as such.
+  auto r = round_trip(server.port(), "PRI * HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+}
+
 TEST(Http2Limits, StreamsPastTheLimitAreRefused) {
   ServerOptions o = quiet();
   o.http2_max_concurrent_streams = 2;

@@ -46,6 +46,29 @@ TEST(HttptestRequest, WireCarriesHostFramingAndHeadersInOrder) {
             "POST /p HTTP/1.0\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
 }
 
+// A field sent several times: every value, in order (a Vary check needs them all).
+TEST(HttptestRecord, EveryValueOfARepeatedField) {
+  on_runtime(1, [] {
+    ht::Recorded r = ht::record(
+        [](Request&, ResponseWriter& w) {
+          w.header().add("Vary", "Accept-Encoding");
+          w.header().add("Set-Cookie", "a=1");
+          w.header().add("vary", "Origin");
+          w.text("ok");
+        },
+        ht::new_request("GET", "/"));
+    EXPECT_EQ(r.header("vary"), "Accept-Encoding");
+    EXPECT_EQ(r.header_values("Vary"),
+              (std::vector<std::string_view>{"Accept-Encoding", "Origin"}));
+    EXPECT_EQ(r.header_values("set-cookie"), (std::vector<std::string_view>{"a=1"}));
+    EXPECT_TRUE(r.header_values("x-none").empty());
+    Headers h;
+    h.add("Link", "</a>");
+    h.add("LINK", "</b>");
+    EXPECT_EQ(h.values("link"), (std::vector<std::string_view>{"</a>", "</b>"}));
+  });
+}
+
 TEST(HttptestRecord, ReturnsTheStatusHeadersAndBodyTheHandlerWrote) {
   on_runtime(1, [] {
     Handler handler = [](Request&, ResponseWriter& w) {

@@ -171,6 +171,32 @@ TEST(JsonRead, MalformedJsonIs400NamingTheByte) {
   });
 }
 
+TEST(JsonRead, ARefusedBodyTakesTheServersShape) {
+  on_runtime(1, [] {
+    ServerOptions options;
+    options.request_ids = true;
+    options.shape_reply = [](FrameworkReply& r) {
+      r.content_type = "application/problem+json";
+      r.body = json{{"title", r.message},
+                    {"status", r.status},
+                    {"origin", r.origin},
+                    {"request_id", r.request_id}}
+                   .dump();
+    };
+    ht::Recorded r = ht::record(
+        create_user,
+        ht::new_request("POST", "/users", "{").header("Content-Type", "application/json"), options);
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(r.header("content-type"), "application/problem+json");
+    const json problem = json::parse(r.body);
+    EXPECT_EQ(problem.at("origin"), "json");
+    EXPECT_EQ(problem.at("status"), 400);
+    EXPECT_EQ(problem.at("title").get<std::string>().rfind("malformed JSON at byte", 0), 0u)
+        << r.body;
+    EXPECT_EQ(problem.at("request_id"), std::string(r.header("x-request-id")));
+  });
+}
+
 TEST(JsonRead, AnythingAfterTheValueIsMalformed) {
   on_runtime(1, [] {
     ht::Recorded r = ht::record(create_user, ht::new_request("POST", "/users",

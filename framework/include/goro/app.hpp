@@ -1,10 +1,20 @@
 // goro::App: runs an HTTP service the way production wants it, in one call.
 //
 //   int main(int argc, char** argv) {
+//     goro::App app(argc, argv, {.name = "hello"});
+//     std::string& greeting = app.flags().add("greeting", "hi", "what /hello says");
+//     if (std::optional<int> exit = app.parse()) return *exit;  // --help, a bad flag
 //     goro::http::Router r;
-//     r.handle("GET /hello", [](auto& req, auto& w) { w.text("hi\n"); });
-//     return goro::App(argc, argv, {.name = "hello"}).run(r);
+//     r.handle("GET /hello", [&](auto& req, auto& w) { w.text(greeting + "\n"); });
+//     return app.run(r);
 //   }
+//
+// Flags: App's own (below) and the program's, defined on flags() before parse(), are
+// read by one goro::FlagSet (flags.hpp): --help lists them all and exits 0, an unknown
+// flag or a bad value is an error and exit code 2. parse() comes before the options are
+// final: what it read can still shape options() before run(). A program that defines no
+// flags of its own may call run() directly (it parses first). Arguments that are not
+// flags are in args().
 //
 // What run() does:
 //  - listens on the address from --addr HOST:PORT, else $GORO_ADDR, else $PORT (":PORT":
@@ -13,14 +23,19 @@
 //  - prints one startup line on stdout: "hello: serving http://127.0.0.1:8080 on 4 Ps
 //    (goro 0.1.0)";
 //  - serves until SIGTERM or SIGINT, then shuts down gracefully: stops accepting, lets
-//    requests in flight finish for up to the shutdown timeout (--shutdown-timeout
-//    SECONDS, default 10), during which Server::shutdown_context() (and
-//    http::shutdown_context(req)) is cancelled so long-lived handlers can end early; at
-//    the deadline the remaining request contexts are cancelled and their connections
-//    closed, and their handlers get up to 1 s more to return;
+//    requests in flight finish for up to the shutdown timeout (--shutdown-timeout, a
+//    duration such as 10s or 2.5, default 10 s), during which Server::shutdown_context()
+//    (and http::shutdown_context(req)) is cancelled so long-lived handlers can end
+//    early; at the deadline the remaining request contexts are cancelled and their
+//    connections closed, and their handlers get up to 1 s more to return;
 //  - returns the process's exit code: 0 after a shutdown, 1 with a message naming the
-//    problem when it cannot listen (address in use, bad certificate), 2 for a bad flag.
-// Arguments it does not know are left for the program in args().
+//    problem when it cannot listen (address in use, bad certificate) or open the access
+//    log, 2 for a bad flag.
+//
+// App's flags: --addr, --tls-cert, --tls-key, --shutdown-timeout, --access-log[=FORMAT]
+// (logfmt, json or common; one line per request and per reply the server makes on its
+// own), --access-log-file PATH (instead of stderr), --request-ids (an id on every
+// request and reply, ServerOptions::request_ids; access logging turns it on too).
 #pragma once
 
 #include <chrono>
@@ -30,42 +45,60 @@
 #include <string_view>
 #include <vector>
 
+#include <goro/flags.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/server.hpp>
 
 namespace goro {
 
 struct AppOptions {
-  // Names the program in its log lines; empty: the base name of argv[0].
-  std::string name;
+  // Names the program in its log lines and help; empty: the base name of argv[0].
+  std::string name{};
   // The address when neither --addr, GORO_ADDR nor PORT gives one.
   std::string addr = "127.0.0.1:8080";
   // How long a shutdown lets requests in flight finish.
   std::chrono::nanoseconds shutdown_timeout = std::chrono::seconds(10);
   // Serve HTTPS with this certificate chain and key (PEM files); --tls-cert/--tls-key.
   // ALPN offers "h2" too unless server.enable_http2 is off.
-  std::string tls_cert, tls_key;
+  std::string tls_cert{};
+  std::string tls_key{};
   // Ps for the runtime; 0: goro::Config's default (GORO_MAXPROCS, the cgroup quota, the
   // cores).
   int maxprocs = 0;
-  // Access logging, off unless set (--access-log[=logfmt|json|common]): one line per
-  // request on stderr, through http::request_id() and http::access_log(), and one per
-  // reply the server makes on its own (http::log_error_replies).
-  std::optional<http::AccessLogFormat> access_log;
-  http::ServerOptions server;
+  // Access logging, off unless set: one line per request (http::access_log()) and one
+  // per reply the server makes on its own (http::log_error_replies), in the format and
+  // to the sink given (an empty sink: stderr; http::open_log_file for a file).
+  // --access-log[=FORMAT] turns it on; --access-log-file PATH turns it on into PATH.
+  std::optional<http::AccessLogOptions> access_log{};
+  // Gives every request an id (ServerOptions::request_ids): on its response, its
+  // context (http::request_id_of) and the server's own replies. --request-ids; on
+  // whenever access logging is.
+  bool request_ids = false;
+  http::ServerOptions server{};
 };
 
 class App {
  public:
-  // Takes the flags App knows (--addr, --tls-cert, --tls-key, --shutdown-timeout, each
-  // as "--flag value" or "--flag=value", and --access-log[=FORMAT]) out of argv; the
-  // rest is in args().
+  // Keeps argv for parse() and defines App's flags (see above) on flags(), their
+  // defaults taken from options after the environment (GORO_ADDR, PORT) had its say.
   App(int argc, char** argv, AppOptions options = {});
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
 
-  // The arguments App did not take, in order (argv[0] excluded).
-  const std::vector<std::string>& args() const noexcept { return args_; }
+  // The flag set: define the program's flags here before parse().
+  FlagSet& flags() noexcept { return flags_; }
+  // Reads the command line, once: nullopt to go on, else the exit code the program
+  // should return now (0 after --help printed the usage, 2 after a bad flag, with a
+  // message on stderr). Later calls return the first answer.
+  std::optional<int> parse();
+
+  // The arguments that are not flags, in order (argv[0] excluded); parses first if
+  // parse() was not called.
+  const std::vector<std::string>& args();
   // The address run() will listen on.
   const std::string& addr() const noexcept { return options_.addr; }
+  // The options, flags applied once parse() ran; may be changed until run().
+  AppOptions& options() noexcept { return options_; }
   const AppOptions& options() const noexcept { return options_; }
   const std::string& name() const noexcept { return options_.name; }
 
@@ -82,8 +115,11 @@ class App {
 
  private:
   AppOptions options_;
-  std::vector<std::string> args_;
-  std::string flag_error_;
+  FlagSet flags_;
+  std::vector<std::string> argv_;
+  std::optional<std::optional<int>> parsed_;
+  std::optional<http::AccessLogFormat> access_log_format_;
+  std::string access_log_file_;
 };
 
 }  // namespace goro

@@ -3,14 +3,15 @@
 // calls run_exchange; the runner applies the asterisk-form rule, runs the handler chain,
 // turns an exception into a 500 (or abandons a response already begun), ends the
 // request's context and counts the request. The server's own replies (400, 408, 413, ...)
-// are built here too (build_own_reply), through ServerOptions::on_error_reply, and only
-// framed by the engine.
+// are built here too (build_own_reply), through ServerOptions::shape_reply and
+// on_error_reply, and only framed by the engine.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
 
+#include <goro/http/error_reply.hpp>
 #include <goro/http/headers.hpp>
 #include <goro/http/request.hpp>
 
@@ -20,11 +21,13 @@
 namespace goro::http::detail {
 
 // What the server says on its own, for every protocol: the status, the fields
-// on_error_reply added (never Content-Length, Transfer-Encoding or Connection: the
-// framing's), and the body, "413 Payload Too Large: request body too large\n".
+// (X-Request-Id, what shape_reply and on_error_reply added; never Content-Length,
+// Transfer-Encoding or Connection: the framing's), the body, "413 Payload Too Large:
+// request body too large\n" unless shaped, and its type.
 struct OwnReply {
   int status = 0;
   Headers fields;
+  std::string content_type;
   std::string body;
 };
 
@@ -36,14 +39,20 @@ struct RefusedRequest {
   std::span<const HeaderField> headers;
 };
 
-// Builds the reply for status and message (the hook runs here, on the calling goroutine;
-// an exception from it is logged and ignored).
+// Builds the reply for status and message (the hooks run here, on the calling goroutine;
+// an exception from one is logged and ignored).
 void build_own_reply(const Server::Impl& server, std::string_view remote_addr, int status,
                      std::string_view message, const RefusedRequest& request, OwnReply& out);
+
+// Runs server's shape_reply on reply, keeping goro's reply where the hook fails or sets
+// what cannot be sent (a status outside 400-599, a framing field, a broken Content-Type).
+void shape_reply(const Server::Impl& server, FrameworkReply& reply);
 
 // One request/response exchange as the runner sees it; each engine implements it.
 class Exchange : public RequestHost {
  public:
+  virtual const Server::Impl& server() const noexcept = 0;
+  void shape_reply(FrameworkReply& reply) final;
   // The protocol as the server's log names it: "" for HTTP/1.1, "HTTP/2".
   virtual std::string_view protocol() const noexcept = 0;
   // Answers on the server's own behalf instead of the handler (build_own_reply, framed).

@@ -225,15 +225,20 @@ net::Deadline deadline_in(std::chrono::nanoseconds d) {
 
 // The protocols a connection may speak, and how each is chosen.
 struct Protocol {
-  std::string_view alpn;     // the ALPN name that chooses it over TLS
-  std::string_view preface;  // on a plain connection, the first bytes that choose it ("": none)
+  std::string_view alpn;  // the ALPN name that chooses it over TLS
+  // On a plain connection, the first bytes that choose it ("": none). The engine checks
+  // the rest of its preface itself, and answers one that goes wrong in its own terms.
+  std::string_view preface;
   bool (*enabled)(const ServerOptions& o, bool tls);
   // Serves the connection from its first bytes (early: read already) until it ends, or
   // parks it (then self is left empty).
   void (*serve)(ConnRef& self, std::string_view early);
 };
 
-constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+// The client preface's request line, which no HTTP/1.1 client sends: a connection that
+// begins with it is HTTP/2, and a preface that goes wrong after it gets GOAWAY
+// (PROTOCOL_ERROR), as RFC 9113 3.4 has it, not an HTTP/1.1 400.
+constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n";
 
 constexpr Protocol kProtocols[] = {
     {"h2", kH2Preface,

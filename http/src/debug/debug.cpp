@@ -10,6 +10,8 @@
 #include <goro/scheduler/debug.hpp>
 #include <goro/scheduler/runtime.hpp>
 
+#include "access.hpp"
+
 namespace goro::http::debug {
 
 namespace {
@@ -25,12 +27,15 @@ constexpr std::string_view kIndex =
 
 }  // namespace
 
+constexpr std::string_view kReadOnly = "the debug endpoints are read-only";
+
 Handler handler() {
   return [](Request& req, ResponseWriter& w) {
     if (req.method() != "GET" && req.method() != "HEAD") {
       w.header().set("Allow", "GET, HEAD");
-      w.text("405 Method Not Allowed: the debug endpoints are read-only\n",
-             status::method_not_allowed);
+      (void)detail::send_builtin_error(
+          req, w, status::method_not_allowed,
+          detail::default_error_body(status::method_not_allowed, kReadOnly), kReadOnly, "debug");
       return;
     }
     std::string_view path = req.path();
@@ -43,8 +48,10 @@ Handler handler() {
     } else if (leaf == "goroutines") {
       const std::string level = req.query("debug").value_or("2");
       if (level != "1" && level != "2") {
-        w.text("400 Bad Request: debug must be 1 (grouped) or 2 (every goroutine)\n",
-               status::bad_request);
+        constexpr std::string_view kLevel = "debug must be 1 (grouped) or 2 (every goroutine)";
+        (void)detail::send_builtin_error(req, w, status::bad_request,
+                                         detail::default_error_body(status::bad_request, kLevel),
+                                         kLevel, "debug");
         return;
       }
       // A dump walks every parked stack: off the P, as a blocking call.
@@ -62,8 +69,10 @@ Handler handler() {
       char* end = nullptr;
       const double seconds = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || *end != '\0' || !(seconds > 0) || seconds > 60) {
-        w.text("400 Bad Request: seconds must be a number above 0 and at most 60\n",
-               status::bad_request);
+        constexpr std::string_view kSeconds = "seconds must be a number above 0 and at most 60";
+        (void)detail::send_builtin_error(req, w, status::bad_request,
+                                         detail::default_error_body(status::bad_request, kSeconds),
+                                         kSeconds, "debug");
         return;
       }
       std::string body = goro::debug::trace_json(
@@ -77,9 +86,11 @@ Handler handler() {
         w.text(goro::debug::sched_text());
       }
     } else {
-      w.text("404 Not Found: no debug endpoint '" + std::string(leaf) +
-                 "' (see the index one level up)\n",
-             status::not_found);
+      const std::string message =
+          "no debug endpoint '" + std::string(leaf) + "' (see the index one level up)";
+      (void)detail::send_builtin_error(req, w, status::not_found,
+                                       detail::default_error_body(status::not_found, message),
+                                       message, "debug");
     }
   };
 }

@@ -180,13 +180,15 @@ struct FileServer {
 void FileServer::serve(Request& req, ResponseWriter& w) const {
   if (req.method() != "GET" && req.method() != "HEAD") {
     w.header().set("Allow", "GET, HEAD");
-    w.text("405 method not allowed\n", status::method_not_allowed);
+    (void)detail::send_builtin_error(req, w, status::method_not_allowed, "405 method not allowed\n",
+                                     "method not allowed", "file_server");
     return;
   }
   std::string rel(options.wildcard.empty() ? req.path() : req.path_value(options.wildcard));
   while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
   if (rel.find('\0') != std::string::npos || has_dot_dot(rel)) {
-    w.text("400 invalid path\n", status::bad_request);
+    (void)detail::send_builtin_error(req, w, status::bad_request, "400 invalid path\n",
+                                     "invalid path", "file_server");
     return;
   }
   File file;
@@ -225,14 +227,17 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
   if (file.fd < 0) {
     int err = -file.fd;
     if (err == EACCES || err == EPERM) {
-      w.text("403 forbidden\n", status::forbidden);
-    } else {
-      w.text("404 page not found\n", status::not_found);  // ENOENT, EXDEV (escapes the root), ...
+      (void)detail::send_builtin_error(req, w, status::forbidden, "403 forbidden\n", "forbidden",
+                                       "file_server");
+    } else {  // ENOENT, EXDEV (escapes the root), ...
+      (void)detail::send_builtin_error(req, w, status::not_found, "404 page not found\n",
+                                       "page not found", "file_server");
     }
     return;
   }
   if (!S_ISREG(st.st_mode)) {
-    w.text("404 page not found\n", status::not_found);
+    (void)detail::send_builtin_error(req, w, status::not_found, "404 page not found\n",
+                                     "page not found", "file_server");
     return;
   }
 
@@ -258,8 +263,9 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     int r = parse_range(range, size, first, last);
     if (r < 0) {
       w.header().set("Content-Range", "bytes */" + std::to_string(size));
-      w.header().remove("Content-Type");
-      w.text("416 range not satisfiable\n", status::range_not_satisfiable);
+      (void)detail::send_builtin_error(req, w, status::range_not_satisfiable,
+                                       "416 range not satisfiable\n", "range not satisfiable",
+                                       "file_server");
       return;
     }
     if (r > 0) {

@@ -143,6 +143,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
 
   // detail::Exchange (RequestHost)
   std::string_view protocol() const noexcept override { return {}; }
+  const Server::Impl& server() const noexcept override { return conn_.server(); }
   void refuse(int status, std::string_view message) override {
     respond_error(status, message, true);
     keep_going_ = false;
@@ -386,7 +387,9 @@ void Exchange::own_reply(int status, std::string_view message, const RefusedRequ
   scratch_.clear();
   append_status_line(scratch_, status);
   append_date_header(scratch_);
-  scratch_.append("Server: goro\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+  scratch_.append("Server: goro\r\nContent-Type: ");
+  scratch_.append(reply_.content_type);
+  scratch_.append("\r\nContent-Length: ");
   append_number(scratch_, reply_.body.size());
   scratch_.append("\r\nConnection: close\r\n");
   for (const HeaderField& f : reply_.fields) {

@@ -274,7 +274,9 @@ void H2Conn::serve() {
     ssize_t used = nghttp2_session_mem_recv(
         session_, reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
     input = {};
-    if (used == NGHTTP2_ERR_BAD_CLIENT_MAGIC || used == NGHTTP2_ERR_FLOODED) break;
+    if (used == NGHTTP2_ERR_FLOODED) break;
+    // Anything else (a bad client preface included): GOAWAY(PROTOCOL_ERROR), then the
+    // writer ends the connection once it has gone out.
     if (used < 0) {
       nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
       feeding = false;

@@ -105,6 +105,7 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
 
   // Exchange (RequestHost)
   std::string_view protocol() const noexcept override { return "HTTP/2"; }
+  const Server::Impl& server() const noexcept override;
   void refuse(int status, std::string_view message) override;
   void end_request_context() override;
   Context request_context() override;

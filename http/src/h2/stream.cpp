@@ -174,6 +174,8 @@ void H2Stream::start() {
   goro::go(GoOptions{.stack_size = options.stack_size, .name = "http2 stream"}, [this] { run(); });
 }
 
+const Server::Impl& H2Stream::server() const noexcept { return *conn_.server_; }
+
 // The reply is the one every protocol builds (build_own_reply, through
 // ServerOptions::on_error_reply); from the reader the hook runs with mu_ held, so it must
 // not block (logging, adding fields).
@@ -181,7 +183,7 @@ void H2Stream::respond_now(int status, std::string_view message) {
   handler_done_ = true;
   build_own_reply(*conn_.server_, conn_.remote_, status, message, {method_, path_, fields_},
                   reply_);
-  reply_.fields.set("Content-Type", "text/plain; charset=utf-8");
+  reply_.fields.set("Content-Type", reply_.content_type);
   const bool head = method_ == "HEAD";
   submit(status, reply_.fields, static_cast<std::int64_t>(reply_.body.size()),
          head ? std::string_view() : std::string_view(reply_.body), true);

@@ -12,6 +12,8 @@
 
 #include <goro/http/status.hpp>
 
+#include "access.hpp"
+
 namespace goro::http::metrics {
 
 namespace {
@@ -174,7 +176,9 @@ Handler handler(Registry& registry) {
   return [&registry](Request& req, ResponseWriter& w) {
     if (req.method() != "GET" && req.method() != "HEAD") {
       w.header().set("Allow", "GET, HEAD");
-      w.text("405 method not allowed\n", status::method_not_allowed);
+      (void)http::detail::send_builtin_error(req, w, status::method_not_allowed,
+                                             "405 method not allowed\n", "method not allowed",
+                                             "metrics");
       return;
     }
     const std::string body = registry.render();

@@ -1,13 +1,16 @@
 #include <goro/http/middleware.hpp>
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
-#include <random>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,21 +24,35 @@
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
-#include <goro/scheduler/thread_local.hpp>
 
+#include "access.hpp"
 
 namespace goro::http {
 namespace {
+
+// Writes line and its newline to fd in one write(2), off the P: two calls (fwrite, then
+// fputc) let another thread's line in between, and lines ran together under load.
+void write_whole_line(int fd, std::string_view line) {
+  std::string out;
+  out.reserve(line.size() + 1);
+  out.append(line).push_back('\n');
+  goro::blocking([&] {
+    std::string_view rest = out;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  });
+}
 
 void write_line(const LogSink& sink, std::string_view line) {
   if (sink) {
     sink(line);
     return;
   }
-  goro::blocking([&] {
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fputc('\n', stderr);
-  });
+  write_whole_line(STDERR_FILENO, line);
 }
 
 // Logs the exception and answers 500 in place of what the handler had buffered.
@@ -48,7 +65,9 @@ void recovered(const LogSink& sink, Request& req, ResponseWriter& w, const char*
   line.append(what);
   write_line(sink, line);
   ResponseController(w).discard_response();
-  w.text("500 Internal Server Error\n", status::internal_server_error);
+  (void)detail::send_builtin_error(req, w, status::internal_server_error,
+                                   "500 Internal Server Error\n", "the handler threw an exception",
+                                   "recover");
 }
 
 }  // namespace
@@ -249,44 +268,12 @@ ErrorReplyHook log_error_replies(AccessLogOptions options) {
   };
 }
 
-const goro::ContextKey<std::string> request_id_key{"goro.http.request-id"};
-
-namespace {
-
-bool acceptable_request_id(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '_' || c == '-'))
-      return false;
-  }
-  return true;
-}
-
-// A per-thread splitmix64 generator, seeded from the OS.
-constinit goro::ThreadLocal request_id_state = [] {
-  std::random_device rd;
-  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ 0x9e3779b97f4a7c15ull;
-};
-
-// 16 hex digits from this thread's generator.
-std::string new_request_id() {
-  std::uint64_t z = (*request_id_state.use() += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(z));
-  return std::string(buf, 16);
-}
-
-}  // namespace
-
 Middleware request_id() {
   return [](Handler next) -> Handler {
     return [next = std::move(next)](Request& req, ResponseWriter& w) {
-      std::string_view sent = req.header("x-request-id");
-      std::string id = acceptable_request_id(sent) ? std::string(sent) : new_request_id();
+      // The server gave it one already (ServerOptions::request_ids).
+      if (req.context().value(request_id_key) != nullptr) return next(req, w);
+      std::string id = detail::request_id_for(req.header("x-request-id"));
       w.header().set("X-Request-Id", id);
       const Context outer = req.context();
       req.set_context(goro::with_value(outer, request_id_key, std::move(id)));
@@ -296,9 +283,16 @@ Middleware request_id() {
   };
 }
 
-std::string_view request_id_of(Request& req) {
-  const std::string* id = req.context().value(request_id_key);
-  return id != nullptr ? std::string_view(*id) : std::string_view();
+Result<LogSink> open_log_file(const std::string& path) {
+  const int fd = goro::blocking(
+      [&] { return ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644); });
+  if (fd < 0) return std::error_code(errno, std::system_category());
+  // The descriptor closes with the last copy of the sink.
+  auto file = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+  return LogSink([file](std::string_view line) { write_whole_line(*file, line); });
 }
 
 Middleware access_log(LogSink sink) {

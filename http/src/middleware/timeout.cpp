@@ -20,6 +20,8 @@
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
 
+#include "access.hpp"
+
 namespace goro::http {
 namespace {
 
@@ -137,7 +139,8 @@ Middleware timeout(std::chrono::nanoseconds limit, std::string_view message) {
       cancel();  // the client went (the parent was cancelled): say so to the handler too
       // The client has its answer now, and the connection ends after it.
       w.header().set("Connection", "close");
-      w.text(message, status::service_unavailable);
+      (void)detail::send_builtin_error(req, w, status::service_unavailable, message,
+                                       "handler timeout", "timeout");
       ResponseController(w).finish_response();
       done.recv();  // the handler still uses req, whose data the connection owns
       req.set_body_reader(guard.real());

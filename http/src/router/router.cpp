@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <goro/http/error_reply.hpp>
 #include <goro/http/status.hpp>
 
 #include "access.hpp"
@@ -268,8 +269,19 @@ struct TextHash {
   }
 };
 
-void default_not_found(Request&, ResponseWriter& w) {
-  w.text("404 page not found\n", status::not_found);
+void default_not_found(Request& req, ResponseWriter& w) {
+  (void)detail::send_builtin_error(req, w, status::not_found, "404 page not found\n",
+                                   "page not found", "router");
+}
+
+void default_method_not_allowed(Request& req, ResponseWriter& w) {
+  FrameworkReply reply;
+  reply.status = status::method_not_allowed;
+  reply.body = "405 method not allowed\n";
+  reply.message = "method not allowed";
+  reply.origin = "router";
+  reply.headers.set("Allow", w.header().get("allow"));
+  (void)send_error(req, w, std::move(reply));
 }
 
 }  // namespace
@@ -289,6 +301,7 @@ struct Router::Impl {
   std::unordered_map<std::string, std::vector<std::size_t>, TextHash, std::equal_to<>> exact;
   std::size_t max_wildcards = 0;
   Handler not_found = default_not_found;
+  Handler method_not_allowed = default_method_not_allowed;
 
   void index() {
     exact.clear();
@@ -325,6 +338,11 @@ Router& Router::handle(std::string_view pattern, Handler handler) {
 
 Router& Router::not_found(Handler handler) {
   impl_->not_found = std::move(handler);
+  return *this;
+}
+
+Router& Router::method_not_allowed(Handler handler) {
+  impl_->method_not_allowed = std::move(handler);
   return *this;
 }
 
@@ -373,7 +391,7 @@ void Router::operator()(Request& req, ResponseWriter& w) const {
     allow.append(m);
   }
   w.header().set("Allow", allow);
-  w.text("405 method not allowed\n", status::method_not_allowed);
+  impl_->method_not_allowed(req, w);
 }
 
 }  // namespace goro::http

@@ -248,8 +248,9 @@ FrameDecoder::Event FrameDecoder::next(char* bytes, std::size_t n, std::size_t& 
       message_size_ = 0;
       utf8_.reset();
     }
-    if (h.length > rules_.max_message_size - message_size_)
-      return fail(1009, "a message longer than the limit");
+    const std::uint64_t limit =
+        compressed_ ? compressed_limit(rules_.max_message_size) : rules_.max_message_size;
+    if (h.length > limit - message_size_) return fail(1009, "a message longer than the limit");
     message_size_ += h.length;
     frame_ = h;
     in_payload_ = true;

@@ -90,12 +90,23 @@ struct Violation {
 // place, in the caller's buffer. Checks everything RFC 6455 asks of a receiver: reserved
 // bits, opcodes, control frame rules, masking by role, fragmentation order, close
 // payloads, UTF-8 of uncompressed text, and the message size limit.
+// The most a compressed message of at most limit bytes can take on the wire: deflate
+// stores what it cannot shrink, at 5 bytes of framing per 16 KiB stored block and a few
+// more per message (zlib's deflateBound, raw). Saturates.
+inline std::uint64_t compressed_limit(std::uint64_t limit) noexcept {
+  const std::uint64_t slack = (limit >> 12) + (limit >> 14) + (limit >> 25) + 16;
+  return limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
+}
+
 class FrameDecoder {
  public:
   struct Rules {
     bool server = true;    // frames come from a client: they must be masked
     bool deflate = false;  // permessage-deflate agreed: RSV1 marks a compressed message
-    std::uint64_t max_message_size = 1 << 20;  // payload bytes (compressed, if it is)
+    // Message bytes. A compressed message's frames may carry a little more (deflate's
+    // worst case for incompressible data, compressed_limit); its decompressed size is held
+    // to this by the inflater.
+    std::uint64_t max_message_size = 1 << 20;
   };
 
   enum class Kind {

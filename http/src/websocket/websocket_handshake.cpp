@@ -107,8 +107,9 @@ bool same_origin(std::string_view origin, std::string_view host) noexcept {
 
 namespace {
 
-std::error_code refuse(ResponseWriter& w, int status, std::string_view why) {
-  w.text(std::to_string(status) + " " + std::string(why) + "\n", status);
+std::error_code refuse(Request& req, ResponseWriter& w, int status, std::string_view why) {
+  (void)http::detail::send_builtin_error(
+      req, w, status, std::to_string(status) + " " + std::string(why) + "\n", why, "websocket");
   return errc::bad_handshake;
 }
 
@@ -137,17 +138,18 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
   const std::span<const HeaderField> fields = req.headers();
   if (req.method() != "GET") {
     w.header().set("Allow", "GET");
-    return refuse(w, 405, "a WebSocket handshake is a GET request");
+    return refuse(req, w, 405, "a WebSocket handshake is a GET request");
   }
   if (!detail::any_field_has_token(fields, "upgrade", "websocket")) {
     w.header().set("Upgrade", "websocket");
     w.header().set("Sec-WebSocket-Version", "13");
-    return refuse(w, 426, "this URL speaks WebSocket: send a handshake with Upgrade: websocket");
+    return refuse(req, w, 426,
+                  "this URL speaks WebSocket: send a handshake with Upgrade: websocket");
   }
   if (!detail::any_field_has_token(fields, "connection", "upgrade"))
-    return refuse(w, 400, "the Connection header lacks the upgrade token");
+    return refuse(req, w, 400, "the Connection header lacks the upgrade token");
   if (req.version_major() != 1 || req.version_minor() < 1)
-    return refuse(w, 400, "a WebSocket handshake needs HTTP/1.1");
+    return refuse(req, w, 400, "a WebSocket handshake needs HTTP/1.1");
   int versions = 0;
   bool version_13 = false;
   detail::for_each_item(fields, "sec-websocket-version", [&](std::string_view v) {
@@ -156,7 +158,7 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
   });
   if (versions != 1 || !version_13) {
     w.header().set("Sec-WebSocket-Version", "13");
-    return refuse(w, 426, "unsupported Sec-WebSocket-Version: this server speaks version 13");
+    return refuse(req, w, 426, "unsupported Sec-WebSocket-Version: this server speaks version 13");
   }
   std::string_view key;
   int keys = 0;
@@ -167,18 +169,18 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
     }
   }
   if (keys != 1 || !detail::valid_key(key))
-    return refuse(w, 400, "a missing or malformed Sec-WebSocket-Key (16 bytes in base64)");
+    return refuse(req, w, 400, "a missing or malformed Sec-WebSocket-Key (16 bytes in base64)");
   const bool origin_ok = options.check_origin
                              ? options.check_origin(req)
                              : detail::same_origin(req.header("origin"), req.host());
-  if (!origin_ok) return refuse(w, 403, "a cross-origin WebSocket request");
+  if (!origin_ok) return refuse(req, w, 403, "a cross-origin WebSocket request");
 
   std::optional<detail::ServerAgreement> deflate;
   if (options.compression.enabled) {
     std::vector<detail::Extension> offers;
     for (const HeaderField& f : fields) {
       if (iequals(f.name, "sec-websocket-extensions") && !detail::parse_extensions(f.value, offers))
-        return refuse(w, 400, "a malformed Sec-WebSocket-Extensions header");
+        return refuse(req, w, 400, "a malformed Sec-WebSocket-Extensions header");
     }
     deflate = detail::negotiate_deflate(offers, options.compression);
   }
@@ -186,7 +188,9 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
 
   Result<http::TakenConnection> taken = http::ResponseController(w).take_over();
   if (!taken) {
-    w.text("500 this connection cannot be upgraded to a WebSocket\n", 500);
+    (void)http::detail::send_builtin_error(
+        req, w, 500, "500 this connection cannot be upgraded to a WebSocket\n",
+        "this connection cannot be upgraded to a WebSocket", "websocket");
     return errc::cannot_upgrade;
   }
   net::Stream* stream = taken->stream;

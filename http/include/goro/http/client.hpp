@@ -56,7 +56,7 @@ struct ClientOptions {
   int max_redirects = 0;
   // HTTPS: PEM file of trusted CAs (empty: the system's store), and whether to verify
   // the server (off only for tests).
-  std::string ca_file;
+  std::string ca_file{};
   bool verify = true;
   // Sent unless the request sets its own.
   std::string user_agent = "goro-http";
@@ -64,23 +64,23 @@ struct ClientOptions {
 
 struct ClientRequest {
   std::string method = "GET";
-  std::string url;  // http://host[:port]/path?query or https://...
-  Headers headers;
+  std::string url{};  // http://host[:port]/path?query or https://...
+  Headers headers{};
   std::string body;  // sent with Content-Length (none for an empty body on GET/HEAD)
   // This call's total limit, in place of ClientOptions::timeout; zero: the client's.
   std::chrono::nanoseconds timeout{0};
   // The call gives up when this context is cancelled or its deadline passes, whatever
   // it is doing (connecting, writing, waiting for the response): the request is
   // abandoned, its connection closed, and the call fails with context.err().
-  Context context;
+  Context context{};
 };
 
 struct ClientResponse {
   int status = 0;
-  std::string reason;
+  std::string reason{};
   int version_minor = 1;
-  Headers headers;
-  std::string body;
+  Headers headers{};
+  std::string body{};
 
   std::string_view header(std::string_view name) const noexcept { return headers.get(name); }
 };
@@ -114,8 +114,8 @@ class Client {
 
 // The parts of an http(s) URL.
 struct Url {
-  std::string scheme;  // "http" or "https"
-  std::string host;    // without brackets
+  std::string scheme{};  // "http" or "https"
+  std::string host{};    // without brackets
   std::uint16_t port = 0;
   std::string target;  // "/path?query" ("/" when empty)
 };

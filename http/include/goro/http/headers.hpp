@@ -12,8 +12,8 @@ namespace goro::http {
 // One header field. In a server Request the views point into the connection's read
 // buffer and stay valid until the handler returns.
 struct HeaderField {
-  std::string_view name;
-  std::string_view value;
+  std::string_view name{};
+  std::string_view value{};
 };
 
 // ASCII case-insensitive equality, as header names and tokens are compared.
@@ -36,6 +36,8 @@ class Headers {
   void remove(std::string_view name);
   // The first value of `name`, or an empty view when absent.
   std::string_view get(std::string_view name) const noexcept;
+  // Every value of `name`, in order (Set-Cookie, Vary, Link, ...); empty when absent.
+  std::vector<std::string_view> values(std::string_view name) const;
   bool has(std::string_view name) const noexcept;
   // Removes all fields; keeps the memory for the next message.
   void clear() noexcept;

@@ -4,6 +4,7 @@
 
 #include <goro/http/client.hpp>
 #include <goro/http/debug.hpp>
+#include <goro/http/error_reply.hpp>
 #include <goro/http/errors.hpp>
 #include <goro/http/file_server.hpp>
 #include <goro/http/headers.hpp>

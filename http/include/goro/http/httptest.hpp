@@ -97,11 +97,11 @@ inline RequestBuilder new_request(std::string_view method, std::string_view targ
 // connection the server closed without answering (a request it dropped) gives status 0.
 struct Recorded {
   int status = 0;
-  std::string reason;
+  std::string reason{};
   // Every header field the server sent, in order; lookups are case-insensitive.
-  Headers headers;
+  Headers headers{};
   // The body, decoded when it came chunked.
-  std::string body;
+  std::string body{};
   // The head went out before the handler returned, so the body was streamed: the
   // handler called flush() or wrote more than ServerOptions::write_buffer_size.
   bool flushed = false;
@@ -111,10 +111,14 @@ struct Recorded {
   // its response had started) or when the stream ended before the announced length.
   bool complete = false;
   // Every byte the server wrote, interim 1xx responses included.
-  std::string raw;
+  std::string raw{};
 
   // The first value of header `name`, or empty.
   std::string_view header(std::string_view name) const noexcept { return headers.get(name); }
+  // Every value of header `name`, in the order sent (a Vary or Set-Cookie check).
+  std::vector<std::string_view> header_values(std::string_view name) const {
+    return headers.values(name);
+  }
 };
 
 // Serves request to handler through the server code, with options, over an in-memory
@@ -167,13 +171,13 @@ class ResponseRecorder final : public ResponseWriter {
 // How Server::start sets things up.
 struct StartOptions {
   // The limits and timeouts of the server under test.
-  ServerOptions server;
+  ServerOptions server{};
   // Settings of the Client that client() returns. With tls and an empty ca_file it
   // trusts tls->cert_file, which suits a self-signed certificate; for one signed by a
   // test CA, name the CA's file here.
-  ClientOptions client;
+  ClientOptions client{};
   // Serve HTTPS with this certificate (ALPN "http/1.1") instead of plain HTTP.
-  std::optional<net::TlsCertificate> tls;
+  std::optional<net::TlsCertificate> tls{};
   // With tls: the host name url() uses, which the client verifies against the
   // certificate; it must resolve to 127.0.0.1 (the server listens there only).
   std::string tls_host = "localhost";

@@ -7,6 +7,7 @@
 //   r.handle("POST /users", [](goro::http::Request& req, goro::http::ResponseWriter& w) {
 //     User u;
 //     if (!goro::http::decode_or_400(req, w, u)) return;  // 400/413/415 {"error": "..."}
+//                                                          // (shape_reply reshapes it)
 //     ...
 //     goro::http::write_json(w, u, 201);
 //   });
@@ -81,7 +82,7 @@ inline constexpr std::size_t json_max_depth = 128;
 // caller passes one. The error code says which problem it was; this says where.
 struct JsonError {
   // The same error the call returned.
-  std::error_code code;
+  std::error_code code{};
   // malformed_json and too_deep: the 1-based offset in the body of the byte where
   // reading stopped (nlohmann's parse_error::byte). 0 for the other errors.
   std::size_t byte = 0;
@@ -123,7 +124,7 @@ namespace detail {
 // Makes a wrong_shape error from the exception a conversion threw, filling error.
 std::error_code json_wrong_shape(const nlohmann::json::exception& e, JsonError* error);
 // Answers a body that read_json_as refused: 415, 413, 408 or 400 with {"error": ...}.
-void refuse_json_body(ResponseWriter& w, const JsonError& error);
+void refuse_json_body(Request& req, ResponseWriter& w, const JsonError& error);
 }  // namespace detail
 
 // read_json, then converts the value to T (from_json; T default-constructible, or with
@@ -145,13 +146,14 @@ Result<T> read_json_as(Request& req, JsonError* error = nullptr) {
 // true with out set, or false after writing {"error": "<what was wrong>"} with 415 (not
 // JSON), 413 (past max_body_bytes; the server may have answered so already), 408 (the
 // body did not arrive in time) or 400 (anything else: empty, malformed, too deep, wrong
-// shape, cut short). out is unchanged when it returns false. The handler should return.
+// shape, cut short), shaped by ServerOptions::shape_reply (origin "json"; error_reply.hpp)
+// when one is set. out is unchanged when it returns false. The handler should return.
 template <class T>
 [[nodiscard]] bool decode_or_400(Request& req, ResponseWriter& w, T& out) {
   JsonError error;
   Result<T> value = read_json_as<T>(req, &error);
   if (!value) {
-    detail::refuse_json_body(w, error);
+    detail::refuse_json_body(req, w, error);
     return false;
   }
   out = std::move(*value);

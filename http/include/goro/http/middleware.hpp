@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include <goro/http/server.hpp>
@@ -19,8 +20,15 @@ using Middleware = std::function<Handler(Handler)>;
 // Wraps handler in middlewares, the first outermost.
 Handler chain(Handler handler, std::initializer_list<Middleware> middlewares);
 
-// Where middleware writes its lines; empty: stderr (written in goro::blocking).
+// Where middleware writes its lines: one call per line, the line whole and without its
+// newline, from many goroutines at once. Empty: stderr, each line with its newline in one
+// write(2) (in goro::blocking), so lines from many threads never run together.
 using LogSink = std::function<void(std::string_view line)>;
+
+// A sink appending to the file at path (created 0644 if missing; opened O_APPEND), each
+// line with its newline in one write(2) as on stderr; the file closes with the last copy
+// of the sink. Errors: the open's (errno).
+Result<LogSink> open_log_file(const std::string& path);
 
 // How access_log writes its line.
 enum class AccessLogFormat {
@@ -38,7 +46,7 @@ enum class AccessLogFormat {
 
 struct AccessLogOptions {
   AccessLogFormat format = AccessLogFormat::logfmt;
-  LogSink sink;  // empty: stderr
+  LogSink sink{};  // empty: stderr
 };
 
 // Logs one line per request after it is answered, in the chosen format. The request id
@@ -55,7 +63,9 @@ ErrorReplyHook log_error_replies(AccessLogOptions options);
 
 // Gives every request an id: the client's X-Request-Id when it is 1 to 128 characters
 // of [A-Za-z0-9._-], else 16 random hex digits. It is set on the response, and on the
-// request's context under request_id_key, for handlers and their backend calls.
+// request's context under request_id_key, for handlers and their backend calls. Where
+// the server gives ids itself (ServerOptions::request_ids, which also puts them on the
+// server's own replies) this passes the request through.
 Middleware request_id();
 extern const goro::ContextKey<std::string> request_id_key;
 // The request's id (request_id() in the chain), or "" when none.

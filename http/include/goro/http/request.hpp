@@ -28,13 +28,17 @@ class BodyReader {
   ~BodyReader() = default;
 };
 
+struct FrameworkReply;
+
 namespace detail {
 // What a Request asks of the exchange that made it (core/exchange.hpp): its context,
-// made on first use, and whether the client is gone.
+// made on first use, whether the client is gone, and its server's shape for the replies
+// goro writes by itself (send_error).
 class RequestHost {
  public:
   virtual Context request_context() = 0;
   virtual bool client_gone() = 0;
+  virtual void shape_reply(FrameworkReply& reply) = 0;
 
  protected:
   ~RequestHost() = default;

@@ -30,7 +30,7 @@ namespace goro::http {
 // writes nothing on it and closes it when the handler returns.
 struct TakenConnection {
   net::Stream* stream = nullptr;
-  std::string early;
+  std::string early{};
 };
 
 // A writer that can hand its connection over (HTTP/1.1: a WebSocket, a tunnel). Fails

@@ -22,6 +22,8 @@
 // the slashed subtree matches ("/static" when "/static/{path...}" or "/static/" is
 // registered), is redirected there with 301, query kept, as Go's ServeMux does.
 // Patterns match the path but none the method: 405 with an Allow header.
+// Both answers go through ServerOptions::shape_reply (error_reply.hpp), or are replaced
+// whole by not_found() and method_not_allowed().
 //
 // Register every route before serving: handle() is not safe concurrently with serving.
 // Serving is safe from many goroutines at once; a Router is a cheap handle (copies share
@@ -46,6 +48,8 @@ class Router {
   Router& handle(std::string_view pattern, Handler handler);
   // Replaces the 404 answer.
   Router& not_found(Handler handler);
+  // Replaces the 405 answer; the handler finds the Allow field already set on w.
+  Router& method_not_allowed(Handler handler);
 
   // Dispatches req to the route that matches best (a Router is a Handler).
   void operator()(Request& req, ResponseWriter& w) const;

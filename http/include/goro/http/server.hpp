@@ -30,6 +30,7 @@
 #include <string_view>
 #include <system_error>
 
+#include <goro/http/error_reply.hpp>
 #include <goro/http/headers.hpp>
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>
@@ -43,18 +44,20 @@ using Handler = std::function<void(Request&, ResponseWriter&)>;
 
 // A reply the server makes on its own, without the handler: a malformed or oversized
 // request (400, 413, 414, 431, 501, 505), a head or body too slow (408), an unknown
-// expectation (417). Middleware never sees these; ServerOptions::on_error_reply does.
+// expectation (417). Middleware never sees these; ServerOptions::on_error_reply does,
+// after shape_reply made them what the client gets.
 struct ErrorReply {
   int status = 0;
-  std::string_view message;  // names the problem; the reply's body says it too
-  std::string_view remote_addr;
+  std::string_view message{};  // names the problem; the reply's body says it too
+  std::string_view remote_addr{};
+  std::string_view request_id{};  // with ServerOptions::request_ids; else ""
   // The request's method, target and the header fields read so far, once its target was
   // read; empty when the problem came before (a malformed method, a timeout).
-  std::string_view method;
-  std::string_view target;
-  std::span<const HeaderField> request_headers;
-  // Header fields to add to the reply (a request id, CORS); the hook may fill it.
-  Headers headers;
+  std::string_view method{};
+  std::string_view target{};
+  std::span<const HeaderField> request_headers{};
+  // Header fields of the reply (X-Request-Id, shape_reply's); the hook may add (CORS).
+  Headers headers{};
 };
 using ErrorReplyHook = std::function<void(ErrorReply&)>;
 
@@ -103,14 +106,23 @@ struct ServerOptions {
   // Stack of each connection goroutine; zero: the runtime's default (goro::Config).
   std::size_t stack_size = 0;
   // Where a handler's exception is reported; empty: one line on stderr.
-  std::function<void(std::string_view message)> error_log;
+  std::function<void(std::string_view message)> error_log{};
+  // Shapes every reply goro writes by itself, the server's own and those of the router,
+  // JSON decoding, recover(), timeout() and the other built-in handlers (status, content
+  // type, body, fields): error_reply.hpp. Empty: goro's text replies.
+  ReplyShaper shape_reply{};
   // Called for every reply the server makes on its own (see ErrorReply), before it is
   // sent, on the connection's goroutine: for logging (http::log_error_replies) and to add
   // header fields. An exception from it is reported on error_log and ignored.
-  ErrorReplyHook on_error_reply;
+  ErrorReplyHook on_error_reply{};
+  // Gives every request an id: the client's X-Request-Id when it is 1 to 128 characters
+  // of [A-Za-z0-9._-], else 16 random hex digits. It goes on the response (X-Request-Id,
+  // the server's own replies included), on the request's context (request_id_of(req),
+  // for handlers and their backend calls) and to shape_reply and on_error_reply.
+  bool request_ids = false;
   // The parent of every request's context (Go's BaseContext): values put there (a
   // logger, a database handle) reach every handler, and cancelling it cancels them all.
-  Context base_context;
+  Context base_context{};
 };
 
 class Server {

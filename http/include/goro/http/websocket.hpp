@@ -96,7 +96,7 @@ bool valid_utf8(std::string_view text) noexcept;
 
 struct Message {
   MessageType type = MessageType::text;
-  std::string data;  // for text: valid UTF-8
+  std::string data{};  // for text: valid UTF-8
 };
 
 // permessage-deflate (RFC 7692). Off unless enabled; when both sides want it, messages
@@ -129,16 +129,16 @@ struct AcceptOptions {
   // Subprotocols this server speaks, most preferred first: the first one the client also
   // offers is chosen (WebSocket::subprotocol()); none in common: none is chosen and the
   // connection goes on without one.
-  std::vector<std::string> subprotocols;
+  std::vector<std::string> subprotocols{};
   // Whether a request from a browser page of another origin may connect. Empty: only
   // when the Origin header is absent (not a browser) or its host[:port] equals the Host
   // header, which stops other sites' pages from using a visitor's cookies here
   // (cross-site WebSocket hijacking). Refused: 403.
-  std::function<bool(Request&)> check_origin;
+  std::function<bool(Request&)> check_origin{};
   // Largest message accepted, in bytes after decompression; past it the connection is
   // closed with 1009 (errc::message_too_big).
   std::size_t max_message_size = 1 << 20;
-  Compression compression;
+  Compression compression{};
   // How long close() (and a close the peer starts) waits for the other side's close
   // frame before closing the connection anyway.
   std::chrono::nanoseconds close_timeout = std::chrono::seconds(5);
@@ -149,22 +149,22 @@ struct AcceptOptions {
 // How dial() connects.
 struct DialOptions {
   // Subprotocols to offer, most preferred first (Sec-WebSocket-Protocol).
-  std::vector<std::string> subprotocols;
+  std::vector<std::string> subprotocols{};
   // Extra request header fields (Origin, Authorization, Cookie...). The handshake's own
   // fields (Host, Upgrade, Connection, Sec-WebSocket-*) cannot be replaced.
-  Headers headers;
+  Headers headers{};
   std::size_t max_message_size = 1 << 20;
-  Compression compression;
+  Compression compression{};
   std::chrono::nanoseconds close_timeout = std::chrono::seconds(5);
   // Time for the whole handshake: DNS, TCP, TLS, the upgrade request and its answer.
   std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(10);
   // wss: PEM file of trusted CAs (empty: the system's store), and whether to verify the
   // server's certificate and name (off only for tests).
-  std::string ca_file;
+  std::string ca_file{};
   bool verify = true;
   // The handshake gives up when this context is cancelled (then dial fails with its
   // err()). The connection, once made, does not watch it.
-  Context context;
+  Context context{};
 };
 
 namespace detail {

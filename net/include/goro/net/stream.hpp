@@ -155,8 +155,8 @@ auto with_context(Stream& s, IoMode mode, const Context& ctx, Op&& op) -> declty
   if (auto e = ctx.err()) return e;
   if (!ctx.can_cancel()) return op();
   struct Call {
-    Op* op;
-    std::optional<R> result;
+    Op* op{};
+    std::optional<R> result{};
   } call{&op, std::nullopt};
   const detail::ContextRun run = detail::run_with_context(
       s, mode, ctx,

@@ -28,29 +28,29 @@ namespace goro::net {
 
 // A certificate chain and its private key, both PEM files.
 struct TlsCertificate {
-  std::string cert_file;  // leaf first, then intermediates
-  std::string key_file;
+  std::string cert_file{};  // leaf first, then intermediates
+  std::string key_file{};
 };
 
 struct TlsConfig {
   // Server: the certificates to present. The one whose names match the client's SNI
   // is chosen (wildcards allowed); the first is the default.
-  std::vector<TlsCertificate> certificates;
+  std::vector<TlsCertificate> certificates{};
   // Both: ALPN protocols in order of preference ("h2", "http/1.1"). A server picks its
   // most preferred one the client offers, and negotiates none if there is no overlap.
-  std::vector<std::string> alpn;
+  std::vector<std::string> alpn{};
   // Client: the name sent as SNI and checked against the server's certificate. When
   // empty, tls_dial uses the host part of the address.
-  std::string server_name;
+  std::string server_name{};
   // Client: PEM file of trusted CAs; empty: the system's store.
-  std::string ca_file;
+  std::string ca_file{};
   // Client: verify the server's certificate chain and name. Off only for tests.
   bool verify = true;
   // Both: the TLS 1.2 cipher suites, in OpenSSL's cipher-list syntax. Empty: forward
   // secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305, the ECDHE part
   // of Mozilla's "intermediate" profile); a client also accepts ECDHE with AES-CBC, last, for old
   // servers. TLS 1.3 suites are OpenSSL's (all AEAD).
-  std::string ciphers;
+  std::string ciphers{};
 };
 
 // Certificates and settings loaded once and shared by many connections; immutable and

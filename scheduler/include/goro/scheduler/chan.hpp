@@ -52,8 +52,8 @@ struct ChanBase;  // the type-erased channel; scheduler/src/chan_impl.hpp
 
 // How the type-erased channel moves and destroys values of one element type.
 struct ElemOps {
-  std::size_t size;
-  std::size_t align;
+  std::size_t size{};
+  std::size_t align{};
   void (*move_construct)(void* dst, void* src) noexcept;  // ::new (dst) T(std::move(*src))
   void (*destroy)(void* p) noexcept;
 };

@@ -29,15 +29,15 @@ namespace goro::debug {
 struct Goroutine {
   std::uint64_t id = 0;
   std::string name;           // GoOptions::name ("http conn"), or empty
-  std::string state;          // "chan receive", "IO wait read fd 7", "running", ...
+  std::string state{};        // "chan receive", "IO wait read fd 7", "running", ...
   std::int64_t waiting_ns = -1;  // how long it has been parked; -1 when not parked
   std::uint64_t parent_id = 0;   // the goroutine that started it (0: none)
-  std::string created_by;        // the function that called goro::go
+  std::string created_by{};      // the function that called goro::go
   // Frames from the innermost, "function+0xoffset" (or the address); empty when the
   // stack was not read, and then stack_note says why.
-  std::vector<std::string> frames;
-  std::vector<std::uintptr_t> pcs;
-  std::string stack_note;
+  std::vector<std::string> frames{};
+  std::vector<std::uintptr_t> pcs{};
+  std::string stack_note{};
 };
 
 // Every live goroutine, by id. Callable from any thread while goro::run runs.

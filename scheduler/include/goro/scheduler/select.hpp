@@ -53,12 +53,12 @@ struct SelectCase {
   void* elem = nullptr;      // send: the T to move from; recv: raw storage for a T
   bool is_send = false;
   bool received = false;  // out, recv: a T was constructed at elem (false: closed)
-  Waiter waiter;          // this case's place in the channel's queue while parked
+  Waiter waiter{};        // this case's place in the channel's queue while parked
 };
 
 // What the cases of one select() call add up to.
 struct SelectBuild {
-  SelectCase* next;
+  SelectCase* next{};
   bool has_default = false;
   std::int64_t timeout_ns = -1;  // -1: none
 };
@@ -80,7 +80,7 @@ inline constexpr DefaultCase default_case{};
 // A timeout case: select() returns select_timeout once `after` has passed (a runtime
 // timer, no thread). A zero or negative duration expires at the next scheduling point.
 struct TimeoutCase {
-  std::chrono::nanoseconds after;
+  std::chrono::nanoseconds after{};
   void select_prepare(detail::SelectBuild& b) const noexcept {
     b.timeout_ns = after.count() < 0 ? 0 : static_cast<std::int64_t>(after.count());
   }
