@@ -673,8 +673,8 @@ for entry in "${steps[@]}"; do
       sleep 0.1
     done
     # Measured after 1 s and after 3 s without traffic, as the connections of a
-    # keep-alive pool sit between requests: a goro connection idle for 1 s parks without
-    # its goroutine and buffers, and the memory they held goes back a second later
+    # keep-alive pool sit between requests: a goro connection idle for 400 ms parks without
+    # its goroutine and buffers, and the memory they held goes back 250 ms later
     # (docs/design.md); the other servers keep what they hold.
     sleep 1
     rss_1s=$(rss_kib "$server_pid")

@@ -10,7 +10,7 @@
 # Environment knobs:
 #   REPS=5            repetitions per case and P count (the median is reported)
 #   PROCS="1 2"       P counts (GORO_MAXPROCS for goro, GOMAXPROCS for Go)
-#   CASES="..."       subset of: spawn pingpong skynet rss_parked yield blocking_getpid handoff
+#   CASES="..."       subset of: spawn pingpong skynet rss_parked yield blocking_getpid handoff timers
 #   BUILD_DIR=...     build folder (default: <repo>/build-bench)
 #   RUN_TIMEOUT=120   seconds before one run is killed and counted as failed
 #   JOBS=2            parallel build jobs
@@ -22,7 +22,7 @@ root="$(cd "$here/../.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
 reps="${REPS:-5}"
 procs_list="${PROCS:-1 2}"
-cases="${CASES:-spawn pingpong skynet rss_parked yield blocking_getpid handoff}"
+cases="${CASES:-spawn pingpong skynet rss_parked yield blocking_getpid handoff timers}"
 run_timeout="${RUN_TIMEOUT:-120}"
 jobs="${JOBS:-2}"
 go_bin="${GO:-go}"

@@ -334,14 +334,88 @@ std::pair<Context, CancelFunc> with_timeout(const Context& parent,
                                    detail::nanotime_after(std::max<std::int64_t>(0, timeout.count())))));
 }
 
+namespace {
+
+// A sleep that the context's cancellation can cut short: one timer and one CancelHook on
+// the sleeper's stack, no done channel. Whichever fires first readies the sleeper; the
+// other finds `woken` taken and does nothing.
+struct ContextSleep {
+  detail::Timer timer;
+  detail::CancelHook hook;
+  CancelNode* node = nullptr;
+  detail::G* g = nullptr;
+  std::atomic<bool> woken{false};
+  std::atomic<bool> by_timer{false};
+};
+
+void context_sleep_fire(detail::Timer* t) {
+  auto* s = static_cast<ContextSleep*>(t->arg);
+  if (s->woken.exchange(true, std::memory_order_acq_rel)) return;
+  s->by_timer.store(true, std::memory_order_release);
+  detail::ready(s->g);
+}
+
+void context_sleep_cancelled(detail::CancelHook* h) {
+  auto* s = static_cast<ContextSleep*>(h->arg);
+  if (!s->woken.exchange(true, std::memory_order_acq_rel)) detail::ready(s->g);
+}
+
+// On the scheduler stack, the sleeper already marked waiting. The hook is linked and
+// the timer armed under the node's lock: a cancel cannot run the hook before both are
+// in place, and a timer that fires at once readies a sleeper whose unwatch then waits
+// for this lock, so nothing here touches the sleeper's stack after the unlock.
+bool context_sleep_commit(detail::G*, void* arg) {
+  auto* s = static_cast<ContextSleep*>(arg);
+  CancelNode* c = s->node;
+  c->lock.lock();
+  if (c->err.load(std::memory_order_relaxed) != 0) {
+    c->lock.unlock();
+    return false;  // cancelled meanwhile: the sleeper resumes at once
+  }
+  detail::CancelHook* hook = &s->hook;
+  hook->owner = hook->watched = c;
+  hook->prev = nullptr;
+  hook->next = c->hooks;
+  if (c->hooks != nullptr) c->hooks->prev = hook;
+  c->hooks = hook;
+  const std::int64_t wake = detail::timer_add(&s->timer);
+  c->lock.unlock();
+  detail::timer_wake(wake);  // after the unlock: waking may start a thread
+  return true;
+}
+
+}  // namespace
+
 std::error_code sleep(std::chrono::nanoseconds d, const Context& ctx) {
   if (auto e = ctx.err()) return e;
   if (!ctx.can_cancel()) {
     goro::sleep(d);
     return {};
   }
-  if (select(recv_case(ctx.done()), timeout_case(d)) == select_timeout) return {};
-  return ctx.err();
+  detail::G* g = detail::current_g();
+  if (g == nullptr || d.count() <= 0) {
+    if (select(recv_case(ctx.done()), timeout_case(d)) == select_timeout) return {};
+    return ctx.err();
+  }
+  ContextSleep s;
+  s.node = ContextAccess::node(ctx)->cancel;
+  s.g = g;
+  s.timer.when = detail::nanotime_after(d.count());
+  s.timer.fire = context_sleep_fire;
+  s.timer.arg = &s;
+  s.hook.fn = context_sleep_cancelled;
+  s.hook.arg = &s;
+  {
+    detail::RuntimeScope scope;
+    detail::park(context_sleep_commit, &s, detail::WaitReason::sleep);
+  }
+  // Neither may run once these return: the hook is unlinked under the node's lock (or
+  // was never linked), and timer_stop waits for a fire in progress.
+  detail::context_unwatch(&s.hook);
+  detail::timer_stop(&s.timer);
+  if (s.by_timer.load(std::memory_order_acquire)) return {};
+  if (auto e = ctx.err()) return e;
+  return {};
 }
 
 }  // namespace goro

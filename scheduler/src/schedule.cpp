@@ -11,9 +11,13 @@
 //
 // Finding work (find_runnable), in order:
 //   0. this P's due timers (first, as Go does: a P whose local queue never drains
-//      would otherwise never fire them);
-//   1. every 61st schedule tick of a P, one G from the global queue (fairness: a P
-//      whose local queue never empties still serves the global queue);
+//      would otherwise never fire them), as many as fill its ring to half, at least one;
+//   1. when a timer is pending (the clock was read for step 0) and nobody has polled
+//      the network for 200 us, the netpoller without blocking, its Gs queued behind
+//      the work already there (fairness: timers firing one after another would keep
+//      the queue full, and every request that arrived meanwhile waiting, until the
+//      last of them ran); every 61st schedule tick of a P, one G from the global queue
+//      (fairness: a P whose local queue never empties still serves the global queue);
 //   2. the P's runnext slot, then its local ring;
 //   3. the global queue: a batch of min(len/GOMAXPROCS + 1, len, 128) moves to the ring;
 //   4. stealing, if this M is already spinning or fewer than half of the busy Ps have
@@ -180,6 +184,33 @@ void inject_list(P* pp, G* list, int n) {
 
 namespace {
 
+// How long the network may go unpolled while a P has work (find_runnable, step 1).
+// Shorter costs an empty epoll_wait (about a microsecond) more often; longer delays a
+// request that arrives during a burst of work by as much.
+constexpr std::int64_t kPollFairness = 200'000;
+
+// Whether nobody has polled the network for kPollFairness while something waits on
+// it. lastpoll == 0: an M is blocked in the netpoller and takes the events itself.
+bool network_stale(std::int64_t now) {
+  const std::int64_t last = sched.lastpoll.load(std::memory_order_relaxed);
+  return last != 0 && now - last >= kPollFairness && netpoll_anything_waiting();
+}
+
+// Polls the network without waiting and queues what it returns at the tail of pp's
+// ring. Claims the poll by moving lastpoll forward, so two Ps do not both poll for the
+// same interval.
+void poll_behind_work(P* pp, std::int64_t now) {
+  std::int64_t last = sched.lastpoll.load(std::memory_order_relaxed);
+  if (last == 0 || !sched.lastpoll.compare_exchange_strong(last, now, std::memory_order_relaxed))
+    return;
+  int n = 0;
+  G* list = netpoll(0, &n);
+  if (list == nullptr) return;
+  trace_event(TraceKind::netpoll, list->id.load(std::memory_order_relaxed),
+              static_cast<std::uint64_t>(n));
+  inject_list(pp, list, n);
+}
+
 G* find_runnable(M* m, bool* inherit) {
 top:
   if (sched.exiting.load(std::memory_order_relaxed)) return nullptr;
@@ -190,12 +221,36 @@ top:
   // 0. This P's due timers first, as Go does: a P whose local queue never drains (a
   // goroutine that keeps yielding) would otherwise never fire them. Costs a clock read
   // only when a timer is pending.
+  // Only as many as fill the ring to half (at least one): a thousand sleeps that end
+  // together wait in the heap, in deadline order, rather than in an overflowing queue
+  // ahead of the network (step 1).
   if (std::int64_t t0 = pp->timers.timer0.load(std::memory_order_acquire); t0 != 0) {
     now = nanotime();
-    if (t0 <= now) run_timers(pp, now);
+    if (t0 <= now) {
+      const int room = static_cast<int>(kRunQueueSize / 2) - static_cast<int>(pp->runq.size());
+      run_timers(pp, now, std::max(1, room));
+    }
   }
 
-  // 1. Fairness: a P whose local queue never drains still serves the global queue.
+  // 1. Fairness for the network: while timers keep the queue full (a thousand waiting
+  // handlers whose sleeps end one after another), the queue would not drain until the
+  // last of them ran, and a request that arrived meanwhile would wait for all of them.
+  // So when the clock was read for step 0 and nobody has polled for kPollFairness,
+  // poll without waiting and queue what arrived behind the work already here.
+  // Not while the ring is more than half full: what the poll brings would overflow to
+  // the global queue. Gs waiting in the global queue (an overflow) are older than what
+  // the poll would bring: they go first, a batch into the ring (which has room for it).
+  if (now != 0 && pp->runq.size() <= kRunQueueSize / 2 && network_stale(now)) {
+    if (sched.runq_size.load(std::memory_order_relaxed) > 0) {
+      sched.lock.lock();
+      G* g = globrunqget(pp, 0);
+      sched.lock.unlock();
+      if (g) return g;
+    } else {
+      poll_behind_work(pp, now);
+    }
+  }
+  // 1b. Fairness for the global queue: a P whose local queue never drains still serves it.
   if (pp->schedtick % 61 == 0 && sched.runq_size.load(std::memory_order_relaxed) > 0) {
     sched.lock.lock();
     G* g = globrunqget(pp, 1);

@@ -127,7 +127,7 @@ bool timer_stop(Timer* t) {
   return false;
 }
 
-std::int64_t run_timers(P* pp, std::int64_t now) {
+std::int64_t run_timers(P* pp, std::int64_t now, int max) {
   TimerHeap* th = &pp->timers;
   th->lock.lock();
   if (th->running) {
@@ -136,7 +136,7 @@ std::int64_t run_timers(P* pp, std::int64_t now) {
     return next;
   }
   th->running = true;
-  while (!th->heap.empty() && th->heap.front()->when <= now) {
+  for (int fired = 0; !th->heap.empty() && th->heap.front()->when <= now && fired != max; ++fired) {
     Timer* t = th->heap.front();
     remove_at(th, 0);
     t->index = -1;

@@ -8,8 +8,9 @@
 
 namespace goro::detail {
 
-// Runs pp's expired timers and returns its next deadline (0 if none).
-std::int64_t run_timers(P* pp, std::int64_t now);
+// Runs pp's expired timers, at most max of them (max < 0: all), and returns its next
+// deadline (0 if none; not after now while expired ones are left).
+std::int64_t run_timers(P* pp, std::int64_t now, int max = -1);
 
 // The earliest deadline over all Ps' heaps, 0 if none.
 std::int64_t earliest_timer();

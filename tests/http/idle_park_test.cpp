@@ -1,4 +1,4 @@
-// Idle keep-alive connections that park: after a second without a byte, a plain
+// Idle keep-alive connections that park: after 400 ms without a byte, a plain
 // connection gives up its goroutine and waits in the netpoller (docs/design.md). What a
 // client must not notice: the next request on the same connection is served, pipelined
 // or split; the idle timeout and shutdown still close it on time; a client that leaves
@@ -26,8 +26,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Longer than the second after which an idle connection parks.
-constexpr auto kParked = 1600ms;
+// Longer than the 400 ms after which an idle connection parks.
+constexpr auto kParked = 900ms;
 
 std::string get(std::string_view path) {
   return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n\r\n";

@@ -179,6 +179,54 @@ TEST_P(ContextTest, SleepReturnsAtCancelNotAtTheEnd) {
   });
 }
 
+// A sleep's end and its context's cancel racing, thousands of times over: each sleep
+// returns exactly once, with no error only after its full time, with the context's error
+// only once the context is cancelled, and never later than shortly after either.
+TEST_P(ContextTest, SleepRacingItsCancelReturnsOnceWithTheRightAnswer) {
+  run([] {
+    constexpr int kSleepers = 400;
+    constexpr int kRounds = 10;
+    std::atomic<int> full{0}, cut{0}, wrong{0}, late{0};
+    for (int round = 0; round < kRounds; ++round) {
+      goro::WaitGroup wg;
+      wg.add(kSleepers);
+      for (int i = 0; i < kSleepers; ++i) {
+        // Deadline timers of 0-2 ms race the sleep of 1 ms; half are also cancelled by
+        // hand at about the same time, from another goroutine.
+        auto [ctx, cancel] = goro::with_timeout(goro::background(),
+                                                std::chrono::microseconds(50 * (i % 40)));
+        if (i % 2 == 0) {
+          goro::go([cancel = cancel, i] {
+            goro::sleep(std::chrono::microseconds(25 * (i % 80)));
+            cancel();
+          });
+        }
+        goro::go([&, ctx = ctx, cancel = cancel] {
+          const auto start = std::chrono::steady_clock::now();
+          const std::error_code ec = goro::sleep(1ms, ctx);
+          const double took = seconds_since(start);
+          if (!ec) {
+            full.fetch_add(1);
+            if (took < 0.001) wrong.fetch_add(1);
+          } else {
+            cut.fetch_add(1);
+            if (ec != ctx.err()) wrong.fetch_add(1);
+          }
+          if (took > 1.0) late.fetch_add(1);
+          cancel();
+          wg.done();
+        });
+      }
+      wg.wait();
+    }
+    EXPECT_EQ(full.load() + cut.load(), kSleepers * kRounds);
+    EXPECT_GT(full.load(), 0);
+    EXPECT_GT(cut.load(), 0);
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(late.load(), 0);
+  });
+}
+
 TEST_P(ContextTest, MutexLockGivesUpWhenCancelledAndTheMutexStaysUsable) {
   run([] {
     goro::Mutex mu;

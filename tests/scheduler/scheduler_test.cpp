@@ -193,7 +193,7 @@ TEST_P(Scheduler, StatsCountStackMemory) {
 
 // Thousands of goroutines that touched 32 KiB of stack each exit at once (as keep-alive
 // connections going idle do). Their stacks stay cached for the next spawns, until
-// return_freed_memory_soon: a second later the free lists keep a few hundred stacks and
+// return_freed_memory_soon: 250 ms later the free lists keep a few hundred stacks and
 // the rest go back to the kernel.
 TEST_P(Scheduler, ExitedGoroutinesGiveTheirStacksBackWhenAsked) {
   constexpr int kGoroutines = 4000;

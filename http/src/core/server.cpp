@@ -386,6 +386,9 @@ void Connection::done_serving() {
 
 Context Connection::request_context() {
   auto [ctx, cancel] = goro::with_cancel(server_->base);
+  // Whether a start armed before this request watches the socket: it has then seen every
+  // hang-up the netpoller reported (hung_up_), and reports any later one.
+  const bool watched = hangup_armed_;
   if (!hangup_armed_) {
     refs_.fetch_add(1, std::memory_order_relaxed);  // for the start
     hangup_armed_ = stream_->start_on(net::Wake::hangup, {&Connection::hung_up, this, 0,
@@ -398,8 +401,9 @@ Context Connection::request_context() {
     request_cancel_ = cancel;
     gone = hung_up_;
   }
-  // Gone before the start was armed: peer_closed polls the socket once.
-  if (gone || client_gone()) cancel();
+  // A start armed just now, or none at all, may miss a hang-up that came before it:
+  // peer_closed polls the socket once. A start that was watching already needs no poll.
+  if (gone || (!watched && client_gone())) cancel();
   return ctx;
 }
 

@@ -129,13 +129,13 @@ class OsThreadLock {
   OsThreadLock& operator=(const OsThreadLock&) = delete;
 };
 
-// Asks for memory the process holds unused to go back to the kernel about a second from
+// Asks for memory the process holds unused to go back to the kernel about 250 ms from
 // now (Go's debug.FreeOSMemory, deferred and rate-limited), for a caller that has just let
 // much of it go: connections going idle, freeing their buffers and goroutines. Then the
 // stacks of finished goroutines past 64 are released, and malloc's free memory is
 // returned (malloc_trim: glibc gives back free memory from the middle of its heaps only
-// when asked, walking every heap under its lock, so this runs at most once a second,
-// inside goro::blocking, on a goroutine of its own). Outside a run nothing happens.
+// when asked, walking every heap under its lock, so this runs at most four times a
+// second, inside goro::blocking, on a goroutine of its own). Outside a run nothing happens.
 void return_freed_memory_soon();
 
 // Gives the pages of the calling goroutine's stack below its current frame back to the
