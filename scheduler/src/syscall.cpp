@@ -119,7 +119,7 @@ void return_inside(M* m) noexcept {
   for (;;) pause();
 }
 
-void exit_syscall() {
+bool exit_syscall() {
   M* m = this_m();
   return_inside(m);
   G* g = m->curg;
@@ -136,7 +136,7 @@ void exit_syscall() {
       oldp->syscalltick.fetch_add(1, std::memory_order_relaxed);
       g->status.store(GStatus::running, std::memory_order_relaxed);
       trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 0);
-      return;
+      return true;
     }
   }
   // Any idle P.
@@ -147,23 +147,41 @@ void exit_syscall() {
     acquirep(m, pp);
     g->status.store(GStatus::running, std::memory_order_relaxed);
     trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 1);
-    return;
+    return false;
   }
   // None: queue the G globally and park this M (it picks up work when woken).
   trace_event(TraceKind::syscall_exit, g->id.load(std::memory_order_relaxed), 2);
   g->in_runtime++;
   switch_to_g0(g, SwitchReason::syscall_no_p);
   g->in_runtime--;
+  return false;
 }
 
 void exit_syscall_after_preempt() {
   sched.nmsys.fetch_add(1, std::memory_order_relaxed);  // balanced by exit_syscall
   M* m = this_m();
   if (m->oldp) m->oldp->detached_by_signal.store(false, std::memory_order_release);
-  exit_syscall();
+  (void)exit_syscall();
 }
 
-SyscallScope::SyscallScope(bool hand_off_now) noexcept : active_(false) {
+namespace {
+// A call handed off at once that returned sooner than this would have kept its P: its
+// site goes back to waiting for the monitor. About the cost of the hand-off itself (an
+// M woken, and one parked when the call returns to no free P).
+constexpr std::int64_t kShortBlockingCall = 50'000;
+}  // namespace
+
+SyscallScope::SyscallScope(bool hand_off_now) noexcept { enter(hand_off_now); }
+
+SyscallScope::SyscallScope(BlockingSite* site) noexcept {
+  const bool hand_off = site->hand_off.load(std::memory_order_relaxed);
+  enter(hand_off);
+  if (!active_) return;
+  site_ = site;
+  if (hand_off) start_ = nanotime();
+}
+
+void SyscallScope::enter(bool hand_off_now) noexcept {
   G* g = current_g();
   if (g == nullptr) return;  // not on a goroutine: nothing to hand off
   // goro::blocking inside goro::blocking: already in the syscall state.
@@ -175,10 +193,18 @@ SyscallScope::SyscallScope(bool hand_off_now) noexcept : active_(false) {
 
 SyscallScope::~SyscallScope() {
   if (!active_) return;
+  // The call's own time, before exit_syscall, which may wait for a P.
+  const std::int64_t took = start_ != 0 ? nanotime() - start_ : 0;
   G* g = current_g();
   g->in_runtime++;
-  exit_syscall();
+  const bool kept = exit_syscall();
   g->in_runtime--;
+  if (site_ == nullptr) return;
+  if (start_ != 0) {
+    if (took < kShortBlockingCall) site_->hand_off.store(false, std::memory_order_relaxed);
+  } else if (!kept) {
+    site_->hand_off.store(true, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace goro::detail

@@ -42,8 +42,9 @@ void return_inside(M* m) noexcept;
 // handed off at once (hand_off_now, for calls known to block long).
 void enter_syscall(bool hand_off_now);
 // The call returned: take the old P back, or an idle one, or queue the goroutine
-// globally and park this M until a P is free.
-void exit_syscall();
+// globally and park this M until a P is free. Returns whether the old P was still there
+// (false: it was handed off, at entry or by the monitor).
+bool exit_syscall();
 // At a safe point of a goroutine whose P the preemption signal left in syscall state:
 // as exit_syscall.
 void exit_syscall_after_preempt();

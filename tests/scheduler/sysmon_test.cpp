@@ -473,6 +473,49 @@ TEST(SysmonHandOff, BlockingLongHandsOffAtOnce) {
   EXPECT_LE(best, 5 * kMs);
 }
 
+// goro::blocking learns per call site: once sysmon had to take the P of one of the
+// site's calls, the site's next call hands its P off at once (as blocking_long), and a
+// call handed off at once that turns out short puts the site back on the fast path.
+TEST(SysmonHandOff, ABlockingSiteWhoseCallsLastLongHandsOffAtOnce) {
+  goro::detail::BlockingSite site;
+  bool learned = false, short_forgot = false;
+  std::uint64_t at_once = 0, first_handoffs = 0;
+  goro::run(
+      [&] {
+        std::atomic<bool> stop{false};
+        goro::WaitGroup wg;
+        wg.add(1);
+        goro::go([&] {  // work for the P, so that sysmon takes it from the blocked call
+          while (!stop.load()) goro::yield();
+          wg.done();
+        });
+        const std::uint64_t h_first = goro::detail::handoffs();
+        {
+          goro::detail::SyscallScope scope(&site);
+          os_sleep(100 * kMs);  // sysmon takes the P within a few ticks (2 ms each at most)
+        }
+        first_handoffs = goro::detail::handoffs() - h_first;
+        learned = site.hand_off.load();
+        const std::uint64_t h0 = goro::detail::handoffs();
+        {
+          goro::detail::SyscallScope scope(&site);
+          at_once = goro::detail::handoffs() - h0;  // counted before the call returns
+          os_sleep(5 * kMs);
+        }
+        {
+          goro::detail::SyscallScope scope(&site);  // handed off at once, and short
+        }
+        short_forgot = !site.hand_off.load();
+        stop.store(true);
+        wg.wait();
+      },
+      procs(1));
+  EXPECT_TRUE(learned) << "sysmon took the P of a 100 ms call (" << first_handoffs
+                       << " hand-offs), and the site did not note it";
+  EXPECT_EQ(at_once, 1u) << "the next call of the site did not hand its P off at once";
+  EXPECT_TRUE(short_forgot) << "a short call handed off at once left the site handing off";
+}
+
 // A goroutine that leaves a blocking call while no P is idle is queued to run later.
 // If the last busy P goes idle at that very moment, somebody must still run it: over
 // thousands of blocking_long calls racing a goroutine that finishes about when the call

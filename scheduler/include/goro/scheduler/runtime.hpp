@@ -189,10 +189,14 @@ std::uint64_t goid();
 // Runs fn, a call that may block in the kernel (file I/O, getaddrinfo, a C library),
 // under the syscall protocol: the P stays with this thread for short calls, and the
 // monitor thread hands it to another thread if the call lasts a whole tick, so the other
-// goroutines of this P keep running. Returns fn's result; rethrows its exception.
+// goroutines of this P keep running. A call site whose calls have lasted that long hands
+// its P off at once from then on, as blocking_long does, until one of them is short
+// again (under 50 us): the other goroutines then do not wait for the monitor's tick.
+// Returns fn's result; rethrows its exception.
 template <class F>
 decltype(auto) blocking(F&& fn) {
-  detail::SyscallScope scope(false);
+  static detail::BlockingSite site;  // one per call site: each lambda has its own type
+  detail::SyscallScope scope(&site);
   return std::forward<F>(fn)();
 }
 

@@ -147,15 +147,28 @@ void timer_wake(std::int64_t when);
 bool timer_stop(Timer* t);
 
 // The syscall protocol behind goro::blocking / blocking_long.
+// What the calls made at one goro::blocking call site have shown (one per callable type):
+// whether they last long enough that its P is better handed off at once. Set when the
+// monitor had to take a call's P; cleared when a call handed off at once was short.
+struct BlockingSite {
+  std::atomic<bool> hand_off{false};
+};
+
 class SyscallScope {
  public:
   explicit SyscallScope(bool hand_off_now) noexcept;
+  // For goro::blocking: hands off at once when the site's calls have lately lasted long.
+  explicit SyscallScope(BlockingSite* site) noexcept;
   ~SyscallScope();
   SyscallScope(const SyscallScope&) = delete;
   SyscallScope& operator=(const SyscallScope&) = delete;
 
  private:
-  bool active_;
+  void enter(bool hand_off_now) noexcept;
+
+  bool active_ = false;
+  BlockingSite* site_ = nullptr;
+  std::int64_t start_ = 0;  // when a call handed off at once began (0: not handed off)
 };
 
 }  // namespace goro::detail
