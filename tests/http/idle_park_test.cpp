@@ -27,7 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Longer than the 400 ms after which an idle connection parks.
-constexpr auto kParked = 900ms;
+constexpr auto kParked = 1000ms;
 
 std::string get(std::string_view path) {
   return "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n\r\n";
