@@ -187,6 +187,19 @@ CancelNode::~CancelNode() {
   }
 }
 
+namespace {
+
+// Puts hook among c's watchers. c's lock is held and c is not cancelled.
+void link_hook(CancelNode* c, CancelHook* hook) noexcept {
+  hook->owner = hook->watched = c;
+  hook->prev = nullptr;
+  hook->next = c->hooks;
+  if (c->hooks != nullptr) c->hooks->prev = hook;
+  c->hooks = hook;
+}
+
+}  // namespace
+
 bool context_watch(const Context& ctx, CancelHook* hook) noexcept {
   hook->owner = hook->watched = nullptr;
   const auto& node = ContextAccess::node(ctx);
@@ -198,11 +211,7 @@ bool context_watch(const Context& ctx, CancelHook* hook) noexcept {
     c->lock.unlock();
     return false;
   }
-  hook->owner = hook->watched = c;
-  hook->prev = nullptr;
-  hook->next = c->hooks;
-  if (c->hooks != nullptr) c->hooks->prev = hook;
-  c->hooks = hook;
+  link_hook(c, hook);
   c->lock.unlock();
   return true;
 }
@@ -372,12 +381,7 @@ bool context_sleep_commit(detail::G*, void* arg) {
     c->lock.unlock();
     return false;  // cancelled meanwhile: the sleeper resumes at once
   }
-  detail::CancelHook* hook = &s->hook;
-  hook->owner = hook->watched = c;
-  hook->prev = nullptr;
-  hook->next = c->hooks;
-  if (c->hooks != nullptr) c->hooks->prev = hook;
-  c->hooks = hook;
+  detail::link_hook(c, &s->hook);
   const std::int64_t wake = detail::timer_add(&s->timer);
   c->lock.unlock();
   detail::timer_wake(wake);  // after the unlock: waking may start a thread
@@ -414,8 +418,7 @@ std::error_code sleep(std::chrono::nanoseconds d, const Context& ctx) {
   detail::context_unwatch(&s.hook);
   detail::timer_stop(&s.timer);
   if (s.by_timer.load(std::memory_order_acquire)) return {};
-  if (auto e = ctx.err()) return e;
-  return {};
+  return ctx.err();  // woken by the cancel, or cancelled before the commit
 }
 
 }  // namespace goro

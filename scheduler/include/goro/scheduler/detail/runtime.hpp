@@ -146,7 +146,6 @@ void timer_wake(std::int64_t when);
 // (in that case fire has returned by the time timer_stop returns).
 bool timer_stop(Timer* t);
 
-// The syscall protocol behind goro::blocking / blocking_long.
 // What the calls made at one goro::blocking call site have shown (one per callable type):
 // whether they last long enough that its P is better handed off at once. Set when the
 // monitor had to take a call's P; cleared when a call handed off at once was short.
@@ -154,6 +153,7 @@ struct BlockingSite {
   std::atomic<bool> hand_off{false};
 };
 
+// The syscall protocol behind goro::blocking / blocking_long.
 class SyscallScope {
  public:
   explicit SyscallScope(bool hand_off_now) noexcept;
