@@ -26,6 +26,10 @@ class HttpCategory final : public std::error_category {
       case errc::not_supported: return "not supported by this response writer";
       case errc::cannot_take_over: return "the connection cannot be taken over now";
       case errc::invalid_status: return "not an informational (1xx) status";
+      case errc::http2_required: return "the server does not speak HTTP/2";
+      case errc::stream_reset: return "HTTP/2 stream reset by the server";
+      case errc::connection_lost: return "HTTP/2 connection lost";
+      case errc::request_finished: return "the request body has ended";
     }
     return "unknown goro.http error";
   }

@@ -18,8 +18,10 @@
 #include <goro/net/tls.hpp>
 #include <goro/scheduler/mutex.hpp>
 #include <goro/scheduler/runtime.hpp>
+#include <goro/scheduler/select.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
+#include "client/h2_client.hpp"
 #include "h1/message_parser.hpp"
 
 namespace goro::http {
@@ -191,6 +193,7 @@ struct PooledConn {
   std::unique_ptr<detail::MessageParser> parser;
   int fd = -1;
   std::chrono::steady_clock::time_point idle_since;
+  std::string alpn{};  // the protocol TLS agreed on ("h2", "http/1.1"); empty: none
 };
 
 bool idempotent(std::string_view method) {
@@ -311,12 +314,43 @@ class RequestWrite {
 
 }  // namespace
 
+// The HTTP/2 connections to one origin (h2_client.hpp), and what is known of it.
+struct H2Origin {
+  std::vector<std::shared_ptr<detail::H2ClientConn>> conns;
+  // Closed when the connection being dialled is ready or failed; the callers that found
+  // no free stream meanwhile wait for it rather than dial their own.
+  Chan<std::monostate> dial_done = Chan<std::monostate>::nil();
+  bool dialing = false;
+  bool speaks_http1 = false;  // https: the server chose HTTP/1.1 by ALPN
+};
+
+// Where a call goes: a stream slot on an HTTP/2 connection, or HTTP/1.1 (on http1 if
+// the dial just made it, else on the pool's).
+struct H2Pick {
+  std::shared_ptr<detail::H2ClientConn> conn;
+  std::optional<PooledConn> http1;
+};
+
 struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   ClientOptions options;
-  goro::Mutex mu;  // guards idle, reaping and tls
+  goro::Mutex mu;  // guards idle, reaping, tls and h2
   std::unordered_map<std::string, std::vector<PooledConn>> idle;
   bool reaping = false;  // a reaper goroutine runs
   std::shared_ptr<net::TlsContext> tls;
+  std::unordered_map<std::string, H2Origin> h2;
+
+  // Whether calls to url's origin try HTTP/2.
+  bool h2_possible(const Url& url) const {
+    return (url.scheme == "http" && options.h2c) || (url.scheme == "https" && options.http2);
+  }
+  // A stream slot on an HTTP/2 connection to url's origin (key), dialling one when none
+  // has a free slot; with allow_http1, an empty pick (or the new HTTP/1.1 connection)
+  // when the origin answers TLS with HTTP/1.1, else errc::http2_required. Parks while
+  // connecting or waiting for another caller's dial.
+  Result<H2Pick> pick_h2(const Url& url, const std::string& key, net::Deadline total,
+                         const Context& ctx, bool allow_http1);
+  // Closes the HTTP/2 connections (only those without streams, with only_idle).
+  void close_h2(bool only_idle);
 
   // Moves the connections idle longer than idle_timeout, of every host, into stale.
   // Under mu.
@@ -329,6 +363,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void put_idle(const std::string& key, PooledConn conn);
   Result<ClientResponse> round_trip(const ClientRequest& request, const Url& url,
                                     net::Deadline total);
+  // The HTTP/1.1 attempts of round_trip; first: a connection just dialled for it.
+  Result<ClientResponse> round_trip_http1(const ClientRequest& request, const Url& url,
+                                          net::Deadline total, std::optional<PooledConn> first);
   Result<PooledConn> connect(const Url& url, net::Deadline total, const Context& ctx);
   // round_trip, then the redirects options.max_redirects allows.
   Result<ClientResponse> follow_redirects(const ClientRequest& request, Url url,
@@ -360,7 +397,8 @@ Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total,
         net::TlsConfig config;
         config.ca_file = options.ca_file;
         config.verify = options.verify;
-        config.alpn = {"http/1.1"};
+        config.alpn = options.http2 ? std::vector<std::string>{"h2", "http/1.1"}
+                                    : std::vector<std::string>{"http/1.1"};
         Result<std::shared_ptr<net::TlsContext>> made = net::TlsContext::client(config);
         if (!made) return made.error();
         tls = *made;
@@ -369,10 +407,12 @@ Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total,
     }
     conn->set_deadline(deadline_in(options.connect_timeout, total));
     Result<net::TlsConn> secure =
-        net::TlsConn::client(std::make_unique<net::Conn>(std::move(*conn)), ctx, url.host);
+        net::TlsConn::client(std::make_unique<net::Conn>(std::move(*conn)), ctx,
+                             options.tls_server_name.empty() ? url.host : options.tls_server_name);
     if (!secure) return secure.error();
     if (std::error_code ec = secure->handshake(cancel)) return ec;
     secure->set_deadline(net::no_deadline);
+    pooled.alpn = secure->negotiated_alpn();
     pooled.stream = std::make_unique<net::TlsConn>(std::move(*secure));
   } else {
     pooled.stream = std::make_unique<net::Conn>(std::move(*conn));
@@ -593,12 +633,144 @@ Result<ClientResponse> Client::Impl::exchange(PooledConn& conn, const ClientRequ
   return response;
 }
 
+Result<H2Pick> Client::Impl::pick_h2(const Url& url, const std::string& key, net::Deadline total,
+                                     const Context& ctx, bool allow_http1) {
+  for (;;) {
+    Chan<std::monostate> other_dial = Chan<std::monostate>::nil();
+    bool wait = false;
+    {
+      std::lock_guard lock(mu);
+      H2Origin& origin = h2[key];
+      std::erase_if(origin.conns, [](const auto& c) { return c->finished(); });
+      for (const auto& c : origin.conns) {
+        if (c->try_reserve()) return H2Pick{c, std::nullopt};
+      }
+      if (origin.speaks_http1 && allow_http1) return H2Pick{};
+      if (origin.dialing) {
+        other_dial = origin.dial_done;
+        wait = true;
+      } else {
+        origin.dialing = true;
+        origin.dial_done = Chan<std::monostate>();
+      }
+    }
+    if (wait) {
+      if (total == net::no_deadline) {
+        goro::select(goro::recv_case(other_dial), goro::recv_case(ctx.done()));
+      } else {
+        auto left = total - std::chrono::steady_clock::now();
+        if (left <= std::chrono::nanoseconds::zero() ||
+            goro::select(goro::recv_case(other_dial), goro::recv_case(ctx.done()),
+                         goro::timeout_case(left)) == 2)
+          return make_error_code(net::errc::timeout);
+      }
+      if (auto e = ctx.err()) return e;
+      continue;
+    }
+    Result<PooledConn> fresh = connect(url, total, ctx);
+    std::shared_ptr<detail::H2ClientConn> conn;
+    std::error_code ec;
+    const bool http1 = fresh && url.scheme == "https" && fresh->alpn != "h2";
+    if (fresh && !http1) {
+      detail::H2ClientSettings settings;
+      settings.write_timeout = options.write_timeout;
+      settings.idle_timeout = options.idle_timeout;
+      settings.ping_interval = options.ping_interval;
+      settings.ping_timeout = options.ping_timeout;
+      settings.max_header_bytes = options.max_header_bytes;
+      settings.max_body_bytes = options.max_body_bytes;
+      settings.user_agent = options.user_agent;
+      conn = detail::H2ClientConn::start(std::move(fresh->stream), std::move(settings));
+      ec = conn->wait_ready(ctx, deadline_in(options.connect_timeout, total));
+    }
+    {
+      std::lock_guard lock(mu);
+      H2Origin& origin = h2[key];
+      origin.dialing = false;
+      origin.dial_done.close();
+      origin.dial_done = Chan<std::monostate>::nil();
+      if (http1) origin.speaks_http1 = true;
+      if (conn && !ec) {
+        origin.speaks_http1 = false;
+        origin.conns.push_back(conn);
+      }
+    }
+    if (!fresh) return fresh.error();
+    if (ec) return ec;
+    if (http1) {
+      if (allow_http1) return H2Pick{nullptr, std::move(*fresh)};
+      fresh->stream->close();
+      return errc::http2_required;
+    }
+  }
+}
+
+void Client::Impl::close_h2(bool only_idle) {
+  // Outside a runtime (a Client destroyed after goro::run returned) the connections'
+  // goroutines are gone: nothing is left to end them.
+  if (goro::goid() == 0) return;
+  std::vector<Chan<std::monostate>> ending;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [key, origin] : h2) {
+      for (const auto& c : origin.conns) {
+        if (auto ended = c->close(only_idle)) ending.push_back(std::move(*ended));
+      }
+      std::erase_if(origin.conns, [](const auto& c) { return c->finished(); });
+    }
+  }
+  // Waits (briefly: the readers wake at once) for the goroutines of the connections
+  // ended now, so that none outlives the runtime holding a socket.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (const Chan<std::monostate>& e : ending) {
+    auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds::zero()) break;
+    goro::select(goro::recv_case(e), goro::timeout_case(left));
+  }
+}
+
+// A REFUSED_STREAM reset (the server's limit, or past a GOAWAY's last stream) or a
+// connection that ended before the stream went out: the request was not processed,
+// and goes again on another connection, this many times at most.
+constexpr int kH2Retries = 3;
+
 Result<ClientResponse> Client::Impl::round_trip(const ClientRequest& request, const Url& url,
                                                 net::Deadline total) {
   std::string key = url.scheme + "://" + net::join_host_port(url.host, url.port);
+  if (!h2_possible(url)) return round_trip_http1(request, url, total, std::nullopt);
   for (int attempt = 0;; ++attempt) {
-    std::optional<PooledConn> pooled = attempt == 0 ? take_idle(key) : std::nullopt;
-    bool reused = pooled.has_value();
+    Result<H2Pick> pick = pick_h2(url, key, total, request.context, true);
+    if (!pick) return pick.error();
+    if (!pick->conn) return round_trip_http1(request, url, total, std::move(pick->http1));
+    Result<std::unique_ptr<detail::H2ClientStream>> stream =
+        pick->conn->open(request, url, true, true, total);
+    if (!stream) {
+      if (stream.error() == errc::connection_lost && attempt < kH2Retries) continue;
+      return stream.error();
+    }
+    Result<ClientResponse> r = (*stream)->collect(options.read_timeout);
+    if (!r && attempt < kH2Retries) {
+      if (r.error() == errc::stream_reset && (*stream)->reset_code() == NGHTTP2_REFUSED_STREAM)
+        continue;
+      // The connection went (the server closed it as the request left) before any
+      // answer: as over HTTP/1.1, an idempotent request goes again.
+      if (r.error() == errc::connection_lost && !(*stream)->answered() &&
+          idempotent(request.method) && !request.context.err())
+        continue;
+    }
+    return r;
+  }
+}
+
+Result<ClientResponse> Client::Impl::round_trip_http1(const ClientRequest& request, const Url& url,
+                                                      net::Deadline total,
+                                                      std::optional<PooledConn> first) {
+  std::string key = url.scheme + "://" + net::join_host_port(url.host, url.port);
+  const bool dialled = first.has_value();
+  for (int attempt = 0;; ++attempt) {
+    std::optional<PooledConn> pooled;
+    if (attempt == 0) pooled = dialled ? std::move(first) : take_idle(key);
+    bool reused = pooled.has_value() && !(dialled && attempt == 0);
     if (!pooled) {
       Result<PooledConn> fresh = connect(url, total, request.context);
       if (!fresh) return fresh.error();
@@ -628,27 +800,62 @@ Client::Client(ClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
 }
 
-Client::~Client() { close_idle(); }
+Client::~Client() {
+  close_idle();
+  impl_->close_h2(false);
+}
+
+namespace {
+
+// One deadline for the whole call, redirects included (Go's Client.Timeout), and the
+// context's.
+net::Deadline call_deadline(const ClientRequest& request, const ClientOptions& options) {
+  std::chrono::nanoseconds timeout = request.timeout.count() > 0 ? request.timeout : options.timeout;
+  net::Deadline total = timeout.count() > 0 ? net::deadline_after(timeout) : net::no_deadline;
+  if (auto d = request.context.deadline(); d && (total == net::no_deadline || *d < total))
+    total = *d;
+  return total;
+}
+
+// Whatever the attempt was doing when the context ended, the context says why.
+std::error_code context_says(const ClientRequest& request, std::error_code ec) {
+  if (auto e = request.context.err()) return e;
+  if (auto d = request.context.deadline();
+      d && net::is_timeout(ec) && *d <= std::chrono::steady_clock::now())
+    return make_error_code(context_errc::deadline_exceeded);
+  return ec;
+}
+
+}  // namespace
 
 Result<ClientResponse> Client::send(const ClientRequest& request) {
   Result<Url> url = parse_url(request.url);
   if (!url) return url.error();
-  // One deadline for the whole call, redirects included (Go's Client.Timeout).
-  std::chrono::nanoseconds timeout =
-      request.timeout.count() > 0 ? request.timeout : impl_->options.timeout;
   if (auto e = request.context.err()) return e;
-  net::Deadline total = timeout.count() > 0 ? net::deadline_after(timeout) : net::no_deadline;
-  if (auto d = request.context.deadline(); d && (total == net::no_deadline || *d < total))
-    total = *d;
+  net::Deadline total = call_deadline(request, impl_->options);
   Result<ClientResponse> response = impl_->follow_redirects(request, std::move(*url), total);
-  if (!response) {
-    // Whatever the attempt was doing when the context ended, the context says why.
-    if (auto e = request.context.err()) return e;
-    if (auto d = request.context.deadline();
-        d && net::is_timeout(response.error()) && *d <= std::chrono::steady_clock::now())
-      return make_error_code(context_errc::deadline_exceeded);
-  }
+  if (!response) return context_says(request, response.error());
   return response;
+}
+
+Result<std::unique_ptr<ClientStream>> Client::open_stream(const ClientRequest& request) {
+  Result<Url> url = parse_url(request.url);
+  if (!url) return url.error();
+  if (!impl_->h2_possible(*url)) return errc::http2_required;
+  if (auto e = request.context.err()) return e;
+  net::Deadline total = call_deadline(request, impl_->options);
+  std::string key = url->scheme + "://" + net::join_host_port(url->host, url->port);
+  for (int attempt = 0;; ++attempt) {
+    Result<H2Pick> pick = impl_->pick_h2(*url, key, total, request.context, false);
+    if (!pick) return context_says(request, pick.error());
+    Result<std::unique_ptr<detail::H2ClientStream>> stream =
+        pick->conn->open(request, *url, false, false, total);
+    if (!stream) {
+      if (stream.error() == errc::connection_lost && attempt < kH2Retries) continue;
+      return stream.error();
+    }
+    return std::unique_ptr<ClientStream>(std::move(*stream));
+  }
 }
 
 Result<ClientResponse> Client::Impl::follow_redirects(const ClientRequest& request, Url url,
@@ -723,6 +930,7 @@ Result<ClientResponse> Client::post(std::string_view url, std::string_view conte
 }
 
 void Client::close_idle() {
+  impl_->close_h2(true);
   std::unordered_map<std::string, std::vector<PooledConn>> idle;
   {
     std::lock_guard lock(impl_->mu);

@@ -1,4 +1,4 @@
-// goro::http::Client — a blocking HTTP/1.1 client with a keep-alive pool.
+// goro::http::Client — a blocking HTTP client (HTTP/1.1 and HTTP/2) with a connection pool.
 //
 //   goro::http::Client client;
 //   goro::Result<goro::http::ClientResponse> r = client.get("http://127.0.0.1:8080/json");
@@ -11,6 +11,13 @@
 // while idle) is retried once on a new connection when its method is idempotent.
 // HTTPS verifies the server's certificate chain and name (goro::net::TlsConn).
 // Redirects are not followed unless ClientOptions::max_redirects says so.
+//
+// HTTP/2, as Go's client: offered by ALPN on https:// (ClientOptions::http2, on by
+// default), and spoken with prior knowledge on http:// when ClientOptions::h2c says so.
+// One HTTP/2 connection per origin carries many concurrent calls, up to the server's
+// SETTINGS_MAX_CONCURRENT_STREAMS; past it a second connection is opened. A GOAWAY sends
+// new calls to a new connection and lets the ones in flight finish. ClientStream (below)
+// writes a request body and reads a response as they go, with trailers: what gRPC needs.
 //
 // A Client is safe to use from many goroutines at once.
 #pragma once
@@ -58,8 +65,22 @@ struct ClientOptions {
   // the server (off only for tests).
   std::string ca_file{};
   bool verify = true;
+  // HTTPS: the name sent as SNI and verified in the server's certificate, instead of the
+  // URL's host (gRPC's server_host_override); empty: the URL's host.
+  std::string tls_server_name{};
   // Sent unless the request sets its own.
   std::string user_agent = "goro-http";
+  // HTTP/2: offer "h2" by ALPN on https:// (the server picks); off: HTTP/1.1 only.
+  bool http2 = true;
+  // HTTP/2 with prior knowledge on http:// (h2c, RFC 9113 3.3): every http:// call speaks
+  // HTTP/2 without an upgrade. For servers known to speak it (gRPC over h2c).
+  bool h2c = false;
+  // HTTP/2 liveness: a connection that has received nothing for ping_interval is sent a
+  // PING; without an answer within ping_timeout it is closed and its calls fail
+  // (errc::connection_lost). Zero interval: no PINGs (a dead peer is then found only by
+  // read_timeout).
+  std::chrono::nanoseconds ping_interval{0};
+  std::chrono::nanoseconds ping_timeout = std::chrono::seconds(20);
 };
 
 struct ClientRequest {
@@ -77,12 +98,57 @@ struct ClientRequest {
 
 struct ClientResponse {
   int status = 0;
-  std::string reason{};
+  std::string reason{};  // empty on HTTP/2
+  int version_major = 1;
   int version_minor = 1;
   Headers headers{};
   std::string body{};
+  // Trailer fields (a chunked body's trailer section, HTTP/2 trailing HEADERS).
+  Headers trailers{};
 
   std::string_view header(std::string_view name) const noexcept { return headers.get(name); }
+};
+
+// One request whose body is written and whose response is read as they go, on an
+// HTTP/2 stream (Client::open_stream). One goroutine may write while another reads (a
+// bidirectional stream); two goroutines may not both write, nor both read.
+//
+// The request's context (ClientRequest::context) and its timeout cover the whole
+// exchange: when either ends it, or cancel() is called, the stream is reset with
+// RST_STREAM(CANCEL) and every blocked call returns the context's error (or a timeout).
+// Destroying a stream that has not ended resets it the same way.
+class ClientStream {
+ public:
+  virtual ~ClientStream() = default;
+  ClientStream(const ClientStream&) = delete;
+  ClientStream& operator=(const ClientStream&) = delete;
+
+  // Appends data to the request body; parks while the server's flow-control windows
+  // are closed. end: this is the last of the body (END_STREAM). Fails with the stream's
+  // error (reset by the server: errc::stream_reset; the connection: errc::connection_lost;
+  // cancelled: the context's error) or errc::request_finished after end.
+  virtual std::error_code write(std::string_view data, bool end = false) = 0;
+  // Ends the request body (an empty DATA frame with END_STREAM) unless write did.
+  virtual std::error_code close_send() = 0;
+  // Waits for the response head (informational 1xx heads are skipped). The response's
+  // status and headers are then in response(); its body is read with read().
+  virtual std::error_code wait_response() = 0;
+  virtual const ClientResponse& response() const = 0;
+  // Reads up to len bytes of the response body, parking until some arrive; 0 at its
+  // end, when response().trailers holds the trailer fields. Reading acknowledges the
+  // bytes to the server (WINDOW_UPDATE): the server sends no further ahead than the
+  // reader than the stream's window. Fails as write does.
+  virtual Result<std::size_t> read(void* buf, std::size_t len) = 0;
+  // Resets the stream (RST_STREAM CANCEL) unless it has ended; blocked calls return
+  // context_errc::canceled.
+  virtual void cancel() = 0;
+  // After a call failed with errc::stream_reset: the server's RST_STREAM error code
+  // (RFC 9113 7: 0x7 REFUSED_STREAM, 0x8 CANCEL, ...); REFUSED_STREAM also when a GOAWAY
+  // said the stream was never processed.
+  virtual std::uint32_t reset_code() const = 0;
+
+ protected:
+  ClientStream() = default;
 };
 
 class Client {
@@ -102,6 +168,12 @@ class Client {
   Result<ClientResponse> get(std::string_view url, const Context& ctx);
   Result<ClientResponse> post(std::string_view url, std::string_view content_type,
                               std::string body);
+
+  // Opens an HTTP/2 stream for request and sends its head (and request.body, if any,
+  // without ending the body): the rest is written and the response read through the
+  // stream. Needs an origin that speaks HTTP/2 (https:// with ALPN "h2", or http:// with
+  // ClientOptions::h2c); errc::http2_required otherwise. Blocks while connecting.
+  Result<std::unique_ptr<ClientStream>> open_stream(const ClientRequest& request);
 
   // Closes the idle pooled connections.
   void close_idle();

@@ -46,6 +46,17 @@ enum class errc {
   // ResponseController::write_informational: not a 1xx status (or 101, which only an
   // upgrade sends).
   invalid_status,
+  // Client: open_stream on an origin that does not speak HTTP/2.
+  http2_required,
+  // Client, HTTP/2: the server reset the stream (RST_STREAM; ClientStream::reset_code() says
+  // why) or refused it.
+  stream_reset,
+  // Client, HTTP/2: the connection ended (the server closed it, a protocol error, no
+  // answer to a PING, the socket failed) before the stream did. (A stream past a
+  // GOAWAY's last stream id fails with stream_reset, REFUSED_STREAM, instead.)
+  connection_lost,
+  // Client: a write after the request body ended.
+  request_finished,
 };
 
 const std::error_category& http_category() noexcept;
