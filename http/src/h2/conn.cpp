@@ -41,6 +41,8 @@ constexpr std::uint64_t kResetBurst = 1000;
 constexpr std::uint64_t kResetRate = 33;
 // Streams closed while the client may still send on them, remembered (see begin_frame).
 constexpr std::size_t kClosedEarlyKept = 64;
+// Done streams a connection keeps for its next requests (h2/conn.hpp's top).
+constexpr std::size_t kSpareStreams = 16;
 
 H2Stream* stream_of(nghttp2_session* session, std::int32_t id) {
   return static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, id));
@@ -87,9 +89,17 @@ struct H2Callbacks {
       c.closed_early(id);
       return 0;
     }
-    auto stream = std::make_unique<H2Stream>(c, id);
+    std::unique_ptr<H2Stream> stream;
+    if (!c.spare_.empty()) {
+      stream = std::move(c.spare_.back());
+      c.spare_.pop_back();
+    } else {
+      stream = std::make_unique<H2Stream>(c);
+    }
+    stream->reuse(id);
+    stream->set_slot(c.streams_.size());
     nghttp2_session_set_stream_user_data(session, id, stream.get());
-    c.streams_.emplace(id, std::move(stream));
+    c.streams_.push_back(std::move(stream));
     return 0;
   }
 
@@ -189,6 +199,7 @@ H2Conn::H2Conn(Connection& conn, std::string early)
 
 H2Conn::~H2Conn() {
   streams_.clear();
+  spare_.clear();
   nghttp2_session_del(session_);
 }
 
@@ -210,7 +221,15 @@ net::Deadline H2Conn::read_deadline() const {
 
 void H2Conn::maybe_free(H2Stream* s) {
   if (!s->freeable()) return;
-  streams_.erase(s->id());
+  // Out of streams_ by swapping the last one into its slot.
+  const std::size_t slot = s->slot();
+  std::unique_ptr<H2Stream> done = std::move(streams_[slot]);
+  if (slot + 1 != streams_.size()) {
+    streams_[slot] = std::move(streams_.back());
+    streams_[slot]->set_slot(slot);
+  }
+  streams_.pop_back();
+  if (spare_.size() < kSpareStreams && !dead_) spare_.push_back(std::move(done));
   if (streams_.empty()) {
     last_active_ = std::chrono::steady_clock::now();
     stream_.set_read_deadline(read_deadline());
@@ -291,7 +310,7 @@ void H2Conn::serve() {
     std::lock_guard lock(mu_);
     dead_ = true;
     std::vector<H2Stream*> left;
-    for (auto& [id, s] : streams_) left.push_back(s.get());
+    for (auto& s : streams_) left.push_back(s.get());
     for (H2Stream* s : left) {
       s->closed(NGHTTP2_CANCEL);
       maybe_free(s);

@@ -26,8 +26,16 @@
 // parks) until the peer's windows let nghttp2 pull them (a data provider that defers
 // while out_ is empty).
 //
-// A stream is freed when nghttp2 has closed it and its handler has returned (either
-// may come first); the reader frees the rest once the writer and every handler are done.
+// A stream is done when nghttp2 has closed it and its handler has returned (either may
+// come first); the reader frees the rest once the writer and every handler are done.
+//
+// Allocations: a done stream goes back to its connection's spare list and the next
+// HEADERS takes it (H2Stream::reuse), with its wake-up channels, the strings and vectors
+// of its head, its Request and Response and the buffers of its bodies: a connection that
+// serves call after call allocates nothing per stream once warm, where new/delete of the
+// stream, two channels and a dozen growing strings used to cost a quarter of a unary
+// gRPC call. Kept streams are bounded (kSpareStreams) and their buffers too
+// (kKeptBuffer): a burst of large bodies does not stay held.
 #pragma once
 
 #include <nghttp2/nghttp2.h>
@@ -38,7 +46,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <goro/http/server.hpp>
@@ -64,7 +71,11 @@ class H2Conn;
 // One request/response exchange; created when its HEADERS begin.
 class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
  public:
-  H2Stream(H2Conn& conn, std::int32_t id) : conn_(conn), id_(id) {}
+  explicit H2Stream(H2Conn& conn) : conn_(conn) {}
+
+  // Readies the stream for a new request on stream id: the state of the last one is
+  // cleared, its memory kept (the buffers up to kKeptBuffer). Caller holds mu_.
+  void reuse(std::int32_t id);
 
   // nghttp2 callbacks, reader goroutine, caller holds mu_.
   void add_header(std::string_view name, std::string_view value);
@@ -87,7 +98,18 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
     return closed_ && (close_code_ != NGHTTP2_NO_ERROR || !response_complete_);
   }
   std::int32_t id() const { return id_; }
-  void wake() { (void)wake_.try_send(0); }
+  // Where the stream sits in H2Conn::streams_ (caller holds mu_).
+  std::size_t slot() const { return slot_; }
+  void set_slot(std::size_t slot) { slot_ = slot; }
+  // Wakes both the goroutine reading the body and the one writing the response: they
+  // may be two (a bidirectional gRPC call) and each rechecks what it waits for. A side
+  // with nobody parked gets no token: wait() counts itself in before it lets mu_ go, so a
+  // change made under mu_ after that finds it counted (no wake-up is lost), and the
+  // common case, nobody waiting, costs no channel operation. Caller holds mu_.
+  void wake() {
+    if (read_waiters_ > 0) (void)read_wake_.try_send(0);
+    if (write_waiters_ > 0) (void)write_wake_.try_send(0);
+  }
 
  private:
   void run();
@@ -97,8 +119,10 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
   // Queues a response head (and body) on the session. Caller holds mu_.
   std::error_code submit(int status, const Headers& headers, std::int64_t content_length,
                          std::string_view body, bool end);
-  // Parks until woken or the deadline; false at the deadline. Caller holds lock.
-  bool wait(std::unique_lock<goro::Mutex>& lock, std::chrono::steady_clock::time_point deadline);
+  // Parks on wake (read_wake_ or write_wake_, counted in waiters: read_waiters_ or
+  // write_waiters_) until woken or the deadline; false at the deadline. Caller holds lock.
+  bool wait(std::unique_lock<goro::Mutex>& lock, goro::Chan<int>& wake, int& waiters,
+            std::chrono::steady_clock::time_point deadline);
   // Acknowledges n body bytes nobody will read or that were read. Caller holds mu_.
   void consume(std::size_t n);
   void reset(std::uint32_t error_code);  // caller holds mu_
@@ -128,8 +152,15 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
   std::error_code wait_for_room(std::unique_lock<goro::Mutex>& lock);
 
   H2Conn& conn_;
-  const std::int32_t id_;
-  goro::Chan<int> wake_{1};  // a token: something this stream waits for changed
+  std::int32_t id_ = 0;
+  std::size_t slot_ = 0;  // guarded by mu_
+  // Tokens: something this stream's body reader, or its response writer, waits for
+  // changed. One each, so that a reader and a writer parked at once (a handler reading
+  // in one goroutine and writing in another) cannot take each other's wake-up.
+  goro::Chan<int> read_wake_{1};
+  goro::Chan<int> write_wake_{1};
+  int read_waiters_ = 0;   // guarded by mu_: goroutines in wait() on read_wake_
+  int write_waiters_ = 0;  // guarded by mu_: goroutines in wait() on write_wake_
 
   // The head as received (reader only, until start()).
   std::string method_, path_, authority_;
@@ -164,8 +195,10 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
   std::string out_;  // response body bytes not yet taken by nghttp2
   std::size_t out_pos_ = 0;
   bool out_end_ = false;  // no more body after out_
-  // Trailer fields to send after the body, lower-case names (nghttp2 copies them).
-  std::vector<std::pair<std::string, std::string>> trailers_;
+  // Trailer fields to send after the body: lower-case names and values back to back,
+  // their sizes in trailer_sizes_ (name, value, name, ...); nghttp2 copies them.
+  std::string trailer_bytes_;
+  std::vector<std::size_t> trailer_sizes_;
   CancelFunc cancel_;  // the request context's, while it lives
 };
 
@@ -191,7 +224,8 @@ class H2Conn final : public Engine {
   void writer();
   void closed_early(std::int32_t id);  // caller holds mu_
   void wake_writer() { (void)writer_wake_.try_send(0); }
-  // Frees s if nghttp2 and its handler are both done with it. Caller holds mu_.
+  // Retires s (to spare_, or frees it) if nghttp2 and its handler are both done with
+  // it. Caller holds mu_.
   void maybe_free(H2Stream* s);
   // The read deadline for the connection's state. Caller holds mu_.
   net::Deadline read_deadline() const;
@@ -206,7 +240,10 @@ class H2Conn final : public Engine {
 
   goro::Mutex mu_;
   nghttp2_session* session_ = nullptr;                                   // guarded by mu_
-  std::unordered_map<std::int32_t, std::unique_ptr<H2Stream>> streams_;  // guarded by mu_
+  // The live streams, in no order (each knows its slot); done ones wait in spare_ for
+  // the next HEADERS (h2/conn.hpp's top says why).
+  std::vector<std::unique_ptr<H2Stream>> streams_;  // guarded by mu_
+  std::vector<std::unique_ptr<H2Stream>> spare_;    // guarded by mu_
   std::size_t handlers_running_ = 0;                                     // guarded by mu_
   std::int32_t max_client_stream_ = 0;                                   // guarded by mu_
   std::deque<std::int32_t> closed_early_;                                // guarded by mu_

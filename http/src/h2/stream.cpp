@@ -28,50 +28,96 @@ bool dropped_on_h2(std::string_view name) {
          iequals(name, "upgrade") || iequals(name, "content-length");
 }
 
+// Whether a field of the handler's may go out on HTTP/2: not one of the above, a name,
+// and no CR, LF or NUL in the value.
+bool sendable_on_h2(HeaderField f) {
+  return !f.name.empty() && !dropped_on_h2(f.name) &&
+         f.value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+bool has_upper(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+void lower_in_place(char* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (p[i] >= 'A' && p[i] <= 'Z') p[i] = static_cast<char>(p[i] + 32);
+  }
+}
+
+nghttp2_nv make_nv(std::string_view name, std::string_view value) {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+          value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
 // A head for nghttp2: ":status", then the fields HTTP/2 may carry, names lower-case
-// (RFC 9113 8.2.2). The views point into names and the fields; nghttp2 copies on submit.
+// (RFC 9113 8.2.2), and room for the few add() calls of submit. The views point into the
+// fields, or into lower_ for a name that had upper-case letters; nghttp2 copies on
+// submit. A usual head needs no allocation: the entries sit in place up to kInline, and
+// names already lower-case are not copied.
 class HeadFields {
  public:
+  static constexpr std::size_t kAdded = 4;  // :status, date, server, content-length
+
   HeadFields(int status, const Headers& fields) {
     const int code = status >= 100 && status <= 999 ? status : 500;
     status_[0] = static_cast<char>('0' + code / 100);
     status_[1] = static_cast<char>('0' + code / 10 % 10);
     status_[2] = static_cast<char>('0' + code % 10);
-    names_.reserve(fields.size());
-    nv_.reserve(fields.size() + 4);
+    capacity_ = fields.size() + kAdded;
+    if (capacity_ > kInline) {
+      heap_.resize(capacity_);
+      nv_ = heap_.data();
+    }
+    // Reserved whole before any view into it is taken: the views stay put.
+    std::size_t upper_bytes = 0;
+    for (HeaderField f : fields) {
+      if (has_upper(f.name)) upper_bytes += f.name.size();
+    }
+    lower_.reserve(upper_bytes);
     add(":status", std::string_view(status_, 3));
     for (HeaderField f : fields) {
-      if (dropped_on_h2(f.name) || f.name.empty() ||
-          f.value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
-        continue;
-      std::string& name = names_.emplace_back(f.name);
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+      if (!sendable_on_h2(f)) continue;
+      std::string_view name = f.name;
+      if (has_upper(name)) {
+        const std::size_t at = lower_.size();
+        lower_.append(name);
+        lower_in_place(lower_.data() + at, name.size());
+        name = std::string_view(lower_.data() + at, name.size());
+      }
       add(name, f.value);
     }
   }
-  void add(std::string_view name, std::string_view value) {
-    nv_.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-                   reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                   value.size(), NGHTTP2_NV_FLAG_NONE});
-  }
-  const nghttp2_nv* data() const noexcept { return nv_.data(); }
-  std::size_t size() const noexcept { return nv_.size(); }
-  // Fields without the status: the names and values of a trailer section.
-  std::vector<std::pair<std::string, std::string>> without_status() const {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (std::size_t i = 1; i < nv_.size(); ++i) {
-      out.emplace_back(std::string(reinterpret_cast<const char*>(nv_[i].name), nv_[i].namelen),
-                       std::string(reinterpret_cast<const char*>(nv_[i].value), nv_[i].valuelen));
-    }
-    return out;
-  }
+  HeadFields(const HeadFields&) = delete;
+  HeadFields& operator=(const HeadFields&) = delete;
+
+  // Precondition: fewer than kAdded calls beyond the fields.
+  void add(std::string_view name, std::string_view value) { nv_[size_++] = make_nv(name, value); }
+  const nghttp2_nv* data() const noexcept { return nv_; }
+  std::size_t size() const noexcept { return size_; }
 
  private:
+  static constexpr std::size_t kInline = 16;
   char status_[3];
-  std::vector<std::string> names_;
-  std::vector<nghttp2_nv> nv_;
+  nghttp2_nv inline_[kInline];
+  nghttp2_nv* nv_ = inline_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+  std::vector<nghttp2_nv> heap_;  // when the fields are more than kInline allows
+  std::string lower_;
 };
+
+// The largest buffer a done stream keeps for its next request (h2/conn.hpp's top).
+constexpr std::size_t kKeptBuffer = 16 * 1024;
+
+void clear_kept(std::string& s) {
+  if (s.capacity() > kKeptBuffer) {
+    std::string().swap(s);
+  } else {
+    s.clear();
+  }
+}
 
 std::chrono::steady_clock::time_point deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? std::chrono::steady_clock::now() + d
@@ -85,6 +131,43 @@ ssize_t pull_body(nghttp2_session* /*session*/, std::int32_t /*id*/, std::uint8_
 }
 
 }  // namespace
+
+void H2Stream::reuse(std::int32_t id) {
+  id_ = id;
+  // A token the last request's wake-ups left would only wake a waiter early (each wait
+  // rechecks what it waits for); dropped all the same.
+  (void)read_wake_.try_recv();
+  (void)write_wake_.try_recv();
+  method_.clear();
+  path_.clear();
+  authority_.clear();
+  clear_kept(field_bytes_);
+  field_sizes_.clear();
+  head_bytes_ = 0;
+  head_too_large_ = false;
+  declared_length_ = -1;
+  fields_.clear();
+  read_deadline_ = {};
+  write_deadline_ = {};
+  read_deadline_handlers_ = false;
+  clear_kept(body_);
+  body_pos_ = 0;
+  body_received_ = 0;
+  body_complete_ = false;
+  body_too_large_ = false;
+  handler_running_ = false;
+  handler_done_ = false;
+  response_submitted_ = false;
+  closed_ = false;
+  close_code_ = 0;
+  response_complete_ = false;
+  clear_kept(out_);
+  out_pos_ = 0;
+  out_end_ = false;
+  clear_kept(trailer_bytes_);
+  trailer_sizes_.clear();
+  cancel_ = CancelFunc();
+}
 
 void H2Stream::add_header(std::string_view name, std::string_view value) {
   // Counted as SETTINGS_MAX_HEADER_LIST_SIZE counts: name, value and 32 per field.
@@ -209,7 +292,7 @@ void H2Stream::run() {
   body_pos_ = 0;
   handler_running_ = false;
   handler_done_ = true;
-  conn.maybe_free(this);  // may free this
+  conn.maybe_free(this);  // may retire this: the reader may reuse it once mu_ is let go
   lock.unlock();
   conn.wake_writer();
   conn.goroutines_.done();
@@ -269,17 +352,27 @@ ssize_t H2Stream::pull(std::uint8_t* buf, std::size_t len, std::uint32_t* flags)
   wake();  // room for the handler's next write
   if (out_.empty() && out_end_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
-    if (!trailers_.empty()) {
+    if (!trailer_sizes_.empty()) {
       // The stream ends with the trailers' HEADERS frame instead of this DATA frame.
       *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      std::vector<nghttp2_nv> nv;
-      nv.reserve(trailers_.size());
-      for (auto& [name, value] : trailers_) {
-        nv.push_back({reinterpret_cast<std::uint8_t*>(name.data()),
-                      reinterpret_cast<std::uint8_t*>(value.data()), name.size(), value.size(),
-                      NGHTTP2_NV_FLAG_NONE});
+      constexpr std::size_t kInline = 8;
+      const std::size_t count = trailer_sizes_.size() / 2;
+      nghttp2_nv inline_nv[kInline];
+      std::vector<nghttp2_nv> heap_nv;
+      nghttp2_nv* nv = inline_nv;
+      if (count > kInline) {
+        heap_nv.resize(count);
+        nv = heap_nv.data();
       }
-      nghttp2_submit_trailer(conn_.session_, id_, nv.data(), nv.size());
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t name_size = trailer_sizes_[2 * i];
+        const std::size_t value_size = trailer_sizes_[2 * i + 1];
+        nv[i] = make_nv(std::string_view(trailer_bytes_.data() + at, name_size),
+                        std::string_view(trailer_bytes_.data() + at + name_size, value_size));
+        at += name_size + value_size;
+      }
+      nghttp2_submit_trailer(conn_.session_, id_, nv, count);
     }
     return static_cast<ssize_t>(n);
   }
@@ -316,18 +409,20 @@ void H2Stream::consume(std::size_t n) {
   conn_.wake_writer();
 }
 
-bool H2Stream::wait(std::unique_lock<goro::Mutex>& lock,
+bool H2Stream::wait(std::unique_lock<goro::Mutex>& lock, goro::Chan<int>& wake, int& waiters,
                     std::chrono::steady_clock::time_point deadline) {
+  ++waiters;  // before mu_ goes: a wake() from now on sends a token
   lock.unlock();
   bool woken = true;
   if (deadline == std::chrono::steady_clock::time_point{}) {
-    wake_.recv();
+    wake.recv();
   } else {
     auto left = deadline - std::chrono::steady_clock::now();
     woken = left > std::chrono::nanoseconds::zero() &&
-            goro::select(goro::recv_case(wake_), goro::timeout_case(left)) == 0;
+            goro::select(goro::recv_case(wake), goro::timeout_case(left)) == 0;
   }
   lock.lock();
+  --waiters;
   return woken;
 }
 
@@ -348,7 +443,7 @@ Result<std::size_t> H2Stream::read(void* buf, std::size_t len) {
     if (body_too_large_) break;
     if (body_complete_ || len == 0) return std::size_t{0};
     if (closed_ || conn_.dead_) return make_error_code(errc::unexpected_eof);
-    if (!wait(lock, read_deadline_)) {
+    if (!wait(lock, read_wake_, read_waiters_, read_deadline_)) {
       // The server's body deadline ends the stream; one a handler set only its read.
       if (!read_deadline_handlers_) reset(NGHTTP2_CANCEL);
       return make_error_code(net::errc::timeout);
@@ -393,7 +488,7 @@ Context H2Stream::request_context() {
 std::error_code H2Stream::wait_for_room(std::unique_lock<goro::Mutex>& lock) {
   while (out_.size() - out_pos_ > conn_.server_->options.write_buffer_size) {
     if (closed_ || conn_.dead_) return std::make_error_code(std::errc::connection_reset);
-    if (!wait(lock, write_deadline_)) {
+    if (!wait(lock, write_wake_, write_waiters_, write_deadline_)) {
       reset(NGHTTP2_CANCEL);
       return make_error_code(net::errc::timeout);
     }
@@ -426,7 +521,17 @@ std::error_code H2Stream::end_body(bool complete, const Headers& trailers) {
     reset(NGHTTP2_INTERNAL_ERROR);
     return {};
   }
-  if (!trailers.empty()) trailers_ = HeadFields(200, trailers).without_status();
+  trailer_bytes_.clear();
+  trailer_sizes_.clear();
+  for (HeaderField f : trailers) {
+    if (!sendable_on_h2(f)) continue;
+    const std::size_t at = trailer_bytes_.size();
+    trailer_bytes_.append(f.name);
+    lower_in_place(trailer_bytes_.data() + at, f.name.size());
+    trailer_bytes_.append(f.value);
+    trailer_sizes_.push_back(f.name.size());
+    trailer_sizes_.push_back(f.value.size());
+  }
   out_end_ = true;
   nghttp2_session_resume_data(conn_.session_, id_);
   conn_.wake_writer();
