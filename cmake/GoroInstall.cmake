@@ -5,6 +5,7 @@
 #   target_link_libraries(app_test PRIVATE goro::httptest)   # component httptest
 #   target_link_libraries(app PRIVATE goro::json)            # component json
 #   target_link_libraries(app PRIVATE goro::hooks)           # component hooks
+#   goro_grpc_generate(app PROTOS a.proto)                    # component grpc
 #
 # Each layer installs its own library into the export set `goroTargets`
 # (install(TARGETS goro_<layer> EXPORT goroTargets) in <layer>/CMakeLists.txt) and its
@@ -13,7 +14,11 @@
 # by the top-level CMakeLists.txt, writes goroTargets.cmake, goroConfig.cmake and
 # goroConfigVersion.cmake into <prefix>/lib/cmake/goro. goro::json (http/json/), built
 # only where nlohmann_json was found, has an export set of its own, goroJsonTargets,
-# which goroConfig.cmake loads only where it finds nlohmann_json again.
+# which goroConfig.cmake loads only where it finds nlohmann_json again. goro::grpc
+# (grpc/, built only where protobuf was found) and its code generator
+# goro::protoc-gen-goro are in goroTargets; goroConfig.cmake then finds protobuf first
+# (goro::grpc names protobuf::libprotobuf, goro_grpc_generate runs protobuf::protoc) and
+# includes GoroGrpc.cmake, installed beside it, for goro_grpc_generate.
 include(CMakePackageConfigHelpers)
 
 set(GORO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/goro CACHE STRING
@@ -26,7 +31,7 @@ set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
 set(GORO_CONFIG_NEEDS_ZLIB OFF)
 set(GORO_CONFIG_NEEDS_NGHTTP2 OFF)
-foreach(layer base scheduler net hooks http httptest json framework)
+foreach(layer base scheduler net hooks http httptest json framework grpc)
   if(TARGET goro_${layer})
     list(APPEND GORO_INSTALLED_COMPONENTS ${layer})
     get_target_property(_goro_iface goro_${layer} INTERFACE_LINK_LIBRARIES)
@@ -49,6 +54,11 @@ install(EXPORT goroTargets
   NAMESPACE goro::
   FILE goroTargets.cmake
   DESTINATION ${GORO_INSTALL_CMAKEDIR})
+set(GORO_CONFIG_HAS_GRPC OFF)
+if(TARGET goro_grpc)
+  set(GORO_CONFIG_HAS_GRPC ON)
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/GoroGrpc.cmake DESTINATION ${GORO_INSTALL_CMAKEDIR})
+endif()
 set(GORO_CONFIG_HAS_JSON OFF)
 if(TARGET goro_json)
   set(GORO_CONFIG_HAS_JSON ON)

@@ -42,6 +42,11 @@ std::string tls_server(std::string_view input);
 // without permessage-deflate).
 std::string websocket_frame(std::string_view input);
 
+// A gRPC call's request body (length-prefixed messages) through the framing decoder,
+// decompression and protobuf parsing: each malformed input ends in the status the
+// protocol names, whole or in pieces.
+std::string grpc_message(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -55,6 +60,9 @@ inline constexpr Target targets[] = {
     {"http_url", http_url},
     {"tls_server", tls_server},
     {"websocket_frame", websocket_frame},
+#ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
+    {"grpc_message", grpc_message},
+#endif
 };
 
 // How a target splits its input into reads, chosen by a settings byte: mode 0 gives

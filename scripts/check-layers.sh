@@ -2,7 +2,7 @@
 # Checks that goro's layers point down only, and only through the doors each one offers
 # (docs/design.md, "Layers and layout"):
 #
-#   base  <-  scheduler  <-  net, hooks  <-  http  <-  framework
+#   base  <-  scheduler  <-  net, hooks  <-  http  <-  framework, grpc
 #
 #  1. A layer includes no header of a layer above it.
 #  2. No code includes another layer's private sources (<layer>/src/...), and no layer
@@ -34,7 +34,7 @@ rank() {
     scheduler) echo 1 ;;
     net | hooks) echo 2 ;;
     http | httptest | json) echo 3 ;;
-    framework) echo 4 ;;
+    framework | grpc) echo 4 ;;
     *) echo 99 ;;
   esac
 }
@@ -58,6 +58,7 @@ layer_of_file() {
     hooks/*) echo hooks ;;
     http/*) echo http ;;
     framework/*) echo framework ;;
+    grpc/*) echo grpc ;;
     *) echo "" ;;
   esac
 }
@@ -71,7 +72,7 @@ runtime_contract() {
   esac
 }
 
-files=$(git ls-files --cached --others --exclude-standard -- base scheduler net hooks http framework |
+files=$(git ls-files --cached --others --exclude-standard -- base scheduler net hooks http framework grpc |
   grep -E '\.(c|cc|cpp|h|hpp)$' || true)
 
 for f in $files; do
@@ -109,7 +110,7 @@ for f in $files; do
     sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]+([<"][^>"]+[>"]).*/\1:\2/')
   # 3: what a public header names.
   case "$f" in
-    net/include/* | http/include/* | framework/include/*)
+    net/include/* | http/include/* | framework/include/* | grpc/include/*)
       if grep -n -E '(^|[^a-z_:])goro::detail::' "$f" | grep -v -E '^[0-9]+:[[:space:]]*//' >/dev/null; then
         while IFS= read -r hit; do
           breach "$f:${hit%%:*}" "public header names the runtime's goro::detail"

@@ -24,7 +24,7 @@ GORO_DEPS_BUILD=(
   g++
   libasio-dev       # the Asio peer server (loadtest/) and nothing else
   node-llhttp       # HTTP/1.1 parser used by goro::http
-  zlib1g-dev        # WebSocket permessage-deflate in goro::http
+  zlib1g-dev        # WebSocket permessage-deflate in goro::http, gzip messages in goro::grpc
   libssl-dev        # TLS in goro::net
   libnghttp2-dev    # HTTP/2 framing and HPACK in goro::http
   libunwind-dev     # goroutine dumps read parked goroutines' stacks
@@ -33,6 +33,11 @@ GORO_DEPS_BUILD=(
   googletest        # GoogleMock sources, GoogleTest CMake config
   libbenchmark-dev  # micro-benchmarks
   curl              # run-demo.sh --check, docker/smoke.sh
+  # gRPC (grpc/): protobuf's C++ runtime and compiler, and libprotoc for protoc-gen-goro.
+  # Without them goro builds without goro::grpc.
+  libprotobuf-dev
+  libprotoc-dev
+  protobuf-compiler
 )
 
 # Tests: clang 14 + its sanitizer runtimes for the ASan/UBSan and TSan builds, the
@@ -63,6 +68,18 @@ GORO_DEPS_TEST=(
   libhiredis-dev
   redis-server
   libcurl4-openssl-dev
+  # gRPC peers the interop tests (grpc/interop/) and the gRPC tests call goro against:
+  # grpc-go, built offline in GOPATH mode, and Python's grpcio with its protoc.
+  golang-go
+  nginx             # the HTTP/2 client's peer over TLS (tests/http/client_h2_test.cpp); also a
+                    # load-test peer. On a systemd host the package starts its own on :80.
+  golang-google-grpc-dev
+  golang-golang-x-net-dev  # golang.org/x/net/http2/h2c: the Go h2c server of
+                           # tests/http/client_h2_test.cpp (also a grpc-go dependency)
+  python3-grpcio
+  python3-grpc-tools
+  protoc-gen-go-1-3  # protoc-gen-go v1.3 with plugins=grpc: the Go stubs of the interop protos
+                     # (grpc/interop/run_interop.py), for the golang/protobuf 1.3 grpc-go uses
 )
 
 # npm, which the Node test fetches ws with: Debian's package where no npm is on PATH
@@ -72,11 +89,17 @@ command -v npm >/dev/null 2>&1 || GORO_DEPS_TEST+=(npm)
 # Load tests: the peers goro is compared with and the tools that drive and plot them.
 GORO_DEPS_LOADTEST=(
   golang-go
-  nginx
   libnginx-mod-http-echo  # nginx's /echo and /sleep in loadtest/run.sh
   apache2-utils
   gnuplot-nox
   testssl.sh        # scripts/check-tls.sh
+  # The gRPC C++ greeter the grpc-* scenarios compare with (loadtest/grpc/).
+  libgrpc++-dev
+  protobuf-compiler-grpc
+  # The grpc-go greeter (loadtest/grpc/go) needs nothing more: golang-google-grpc-dev and
+  # protoc-gen-go-1-3 (plugins=grpc) of the test group, the generator that matches the
+  # protobuf runtime (golang-github-golang-protobuf-1-3-dev) Debian's grpc-go 1.33 builds
+  # against; protoc-gen-go 1.28 and protoc-gen-go-grpc need google.golang.org/protobuf.
 )
 
 # Prints the packages of the given groups (build|test|loadtest|all), one per line.

@@ -25,6 +25,10 @@
 //   GET  /debug/goro/... goroutine dumps and scheduler state, with --debug only (stacks
 //                        are not for the open Internet: bind --addr to 127.0.0.1, or
 //                        publish the port on a private network only)
+//   gRPC (where goro::grpc is built): every request whose Content-Type is
+//   application/grpc goes to a gRPC server on the same port: helloworld.Greeter
+//   (SayHello), grpc.health.v1.Health (SERVING until shutdown begins) and server
+//   reflection. HTTP/2 is gRPC's transport: over TLS (ALPN h2), or h2c with --h2c.
 //
 // HTTP/2: over TLS when the client offers h2 in ALPN; on plain TCP with --h2c, for
 // clients with prior knowledge (curl --http2-prior-knowledge, h2load), beside HTTP/1.1.
@@ -35,6 +39,11 @@
 // finished, which a test holds against the responses its client received.
 #include <goro/app.hpp>
 #include <goro/goro.hpp>
+#if GORO_DEMO_GRPC
+#include <goro/grpc/grpc.hpp>
+
+#include "helloworld.goro.grpc.hpp"
+#endif
 
 #include <atomic>
 #include <cerrno>
@@ -43,6 +52,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -66,6 +76,37 @@ http::Middleware count_requests(RequestCounts& counts) {
     };
   };
 }
+
+#if GORO_DEMO_GRPC
+class Greeter final : public helloworld::Greeter::Service {
+ public:
+  goro::grpc::Status SayHello(goro::grpc::ServerContext&, const helloworld::HelloRequest& request,
+                              helloworld::HelloReply* reply) override {
+    reply->set_message("Hello " + request.name());
+    return {};
+  }
+};
+
+// Sends gRPC requests (Content-Type application/grpc...) to grpc, the rest to http. The
+// first gRPC call starts a goroutine that turns the health service NOT_SERVING when the
+// HTTP server's shutdown begins (its shutdown context is cancelled then), so that load
+// balancers stop sending calls while those in flight finish.
+http::Handler with_grpc(goro::grpc::Server& grpc, http::Handler http) {
+  auto watching = std::make_shared<std::atomic<bool>>(false);
+  return [&grpc, watching, grpc_handler = grpc.handler(), http = std::move(http)](
+             http::Request& req, http::ResponseWriter& w) {
+    std::string_view type = req.header("content-type");
+    if (req.version_major() != 2 || !type.starts_with("application/grpc")) return http(req, w);
+    if (!watching->exchange(true, std::memory_order_relaxed)) {
+      goro::go([&grpc, stopping = http::shutdown_context(req)] {
+        (void)stopping.done().recv();  // closed when the shutdown begins
+        grpc.health().shutdown();
+      });
+    }
+    grpc_handler(req, w);
+  };
+}
+#endif
 
 // --probe: one GET, for health checks run inside the container.
 int probe(const std::string& url) {
@@ -201,8 +242,16 @@ int main(int argc, char** argv) {
   }
   app.options().server.enable_h2c = h2c;
   RequestCounts counts;
+#if GORO_DEMO_GRPC
+  Greeter greeter;
+  goro::grpc::Server grpc;
+  grpc.register_service(greeter);
+#endif
   const int code = app.run([&] {
     http::Handler routes = make_router(root, debug);
+#if GORO_DEMO_GRPC
+    routes = with_grpc(grpc, std::move(routes));
+#endif
     // Every request is counted and timed for /metrics (the middleware goes first, so it
     // sees what recover answers).
     return http::chain(routes,
