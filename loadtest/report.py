@@ -7,6 +7,10 @@ Reads results.csv (one row per server, scenario and round) and meta.txt (key=val
 date, machine, command, ...) from that folder. With several rounds the table takes,
 for each server and scenario, the round with the median headline figure. Charts are
 drawn by gnuplot (pngcairo) when it is installed. Standard library only.
+
+The gRPC scenarios (grpc-*) get a table and a chart of their own: their servers are
+goro's greeter (the "goro" peer there), grpc-go's and gRPC C++'s, and the ratios are
+goro's over grpc-go's and over gRPC C++'s.
 """
 
 import csv
@@ -16,7 +20,7 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["goro", "base", "go", "nginx", "asio", "epoll"]
+PEERS = ["goro", "base", "go", "nginx", "asio", "epoll", "grpc-go", "grpc-cpp"]
 LABELS = {
     "goro": "goro-demo",
     "base": "goro-demo (BASE_DEMO)",
@@ -24,7 +28,12 @@ LABELS = {
     "nginx": "nginx",
     "asio": "Asio+llhttp",
     "epoll": "bare epoll",
+    "grpc-go": "grpc-go",
+    "grpc-cpp": "gRPC C++",
 }
+# In the gRPC scenarios the "goro" peer is goro's greeter, not goro-demo.
+GRPC_PEERS = ["goro", "grpc-go", "grpc-cpp"]
+GRPC_LABELS = dict(LABELS, goro="goro::grpc")
 # scenario -> (headline field, its name in the table, True when higher is better)
 HEADLINE = {
     "plaintext-64": ("requests_per_s", "req/s", True),
@@ -41,12 +50,33 @@ HEADLINE = {
     "idle": ("bytes_per_conn", "server bytes per idle conn", False),
     "idle-ws": ("bytes_per_conn", "server bytes per idle WebSocket", False),
     "scaling": ("requests_per_s", "req/s", True),
+    "grpc-unary": ("requests_per_s", "unary calls/s", True),
+    "grpc-stream": ("messages_per_s", "streamed messages/s", True),
+    "grpc-idle": ("bytes_per_conn", "server bytes per idle gRPC conn", False),
 }
 ORDER = list(HEADLINE)
+GRPC = [s for s in ORDER if s.startswith("grpc-")]
+HTTP = [s for s in ORDER if s not in GRPC]
+# More rows of the gRPC summary under each scenario's figure: (field, name, higher is
+# better; None: a condition of the measurement, shown without a ratio). per_cpu_s is
+# the figure over the server's CPU time (load() adds it): on a machine shared with other
+# work a server gets a share of its core that moves from round to round, and this is the
+# figure that share moves least. h2load's CPU shows whether the client set the pace.
+GRPC_EXTRA = {
+    "grpc-unary": [("per_cpu_s", "calls per server CPU-second", True),
+                   ("p50_ms", "p50 ms per call", False), ("p99_ms", "p99 ms per call", False),
+                   ("others_pct", "others % on the server's core", None),
+                   ("client_cpu_pct", "h2load CPU % (of its one core)", None)],
+    "grpc-stream": [("per_cpu_s", "messages per server CPU-second", True),
+                    ("p50_ms", "p50 ms per call", False), ("p99_ms", "p99 ms per call", False),
+                    ("others_pct", "others % on the server's core", None),
+                    ("client_cpu_pct", "h2load CPU % (of its one core)", None)],
+}
 NUMERIC = {
     "procs", "round", "conns", "requests_per_s", "p50_ms", "p99_ms", "max_ms", "errors",
     "rss_kib", "cpu_pct", "others_pct", "baseline_rps", "retained_pct", "load_rps", "idle_conns",
     "rss_before_kib", "rss_after_kib", "bytes_per_conn", "step_s", "bytes_per_conn_1s",
+    "messages_per_s", "client_cpu_pct", "streams",
 }
 
 
@@ -66,7 +96,13 @@ def load(folder):
     rows = []
     with open(os.path.join(folder, "results.csv"), newline="") as f:
         for row in csv.DictReader(f):
-            rows.append({k: (number(v) if k in NUMERIC else v) for k, v in row.items()})
+            # Rows of a run made before a column was added have None there.
+            r = {k: (number(v) if k in NUMERIC else v) for k, v in row.items() if k is not None}
+            if r["scenario"] in GRPC_EXTRA and r.get("cpu_pct"):
+                figure = r.get(HEADLINE[r["scenario"]][0])
+                if figure is not None:
+                    r["per_cpu_s"] = round(figure / (r["cpu_pct"] / 100))
+            rows.append(r)
     return meta, rows
 
 
@@ -110,14 +146,53 @@ def ratio(goro, peer):
     return goro / peer
 
 
+def summary(out, rows, chosen, names, peer_order, labels):
+    """The summary table of `names` (scenarios): one column per server."""
+    peers = [p for p in peer_order
+             if any(r["peer"] == p and r["scenario"] in names for r in rows)]
+    measured = [s for s in names if any(k[0] == s for k in chosen)]
+    if not measured:
+        return
+    out.append("| scenario | figure | " + " | ".join(labels[p] for p in peers) + " |")
+    out.append("|---|---|" + "---:|" * len(peers))
+    for s in measured:
+        field, name, higher = HEADLINE[s]
+        lines = [(field, name, higher)]
+        lines += GRPC_EXTRA.get(s, [])
+        for procs in sorted({k[2] for k in chosen if k[0] == s}):
+            label = s if s != "scaling" else f"scaling, {procs} core{'s' if procs > 1 else ''}"
+            for field, name, higher in lines:
+                goro = chosen.get((s, "goro", procs), {}).get(field)
+                cells = []
+                for p in peers:
+                    r = chosen.get((s, p, procs))
+                    if r is None:
+                        cells.append("n/a")
+                        continue
+                    v = r.get(field)
+                    if r["status"] == "starved":
+                        cells.append("starved")
+                        continue
+                    if r["status"] != "ok" or v is None:
+                        cells.append("failed")
+                        continue
+                    # higher None: a condition of the measure, not a figure to compare.
+                    q = ratio(goro, v) if higher is not None else None
+                    cells.append(fmt(v) if p == "goro" or q is None else f"{fmt(v)} ({q:.2f}×)")
+                arrow = {True: " ↑", False: " ↓", None: ""}[higher]
+                out.append(f"| {label} | {name}{arrow} | " + " | ".join(cells) + " |")
+    out.append("")
+
+
 def table(meta, rows, chosen):
-    peers = [p for p in PEERS if any(r["peer"] == p for r in rows)]
     scenarios = [s for s in ORDER if any(r["scenario"] == s for r in rows)]
-    measured = [s for s in scenarios if any(k[0] == s for k in chosen)]
+    http = [s for s in scenarios if s in HTTP]
+    grpc = [s for s in scenarios if s in GRPC]
     out = []
     quick = " (--quick: 1 s steps, for checking the kit, not for figures)" if meta.get(
         "quick") == "1" else ""
-    out.append(f"### HTTP load test, {meta.get('date_utc', '?')}{quick}\n")
+    what = "HTTP and gRPC" if http and grpc else ("gRPC" if grpc else "HTTP")
+    out.append(f"### {what} load test, {meta.get('date_utc', '?')}{quick}\n")
     out.append(f"- machine: {meta.get('machine', '?')}")
     out.append(f"- command: `{meta.get('command', '?')}` (commit {meta.get('commit', '?')})")
     out.append(f"- each server alone with {meta.get('procs')} core(s) "
@@ -127,35 +202,18 @@ def table(meta, rows, chosen):
                f"{int(meta.get('total_s', 0)) % 60} s")
     out.append(f"- {meta.get('wrk', 'wrk')}; {meta.get('go', '')}; nginx {meta.get('nginx', '')}; "
                f"{meta.get('compiler', '')}; {meta.get('openssl', '')}")
+    if grpc:
+        out.append(f"- gRPC: {meta.get('grpc_versions', '?')}; {meta.get('h2load', 'h2load')}")
     out.append("")
     out.append("Each cell: the scenario's figure, then goro's figure divided by that "
                "server's. For ↑ figures a ratio above 1 means goro is ahead; for ↓ figures "
                "(latency, memory) a ratio below 1 means goro is ahead.\n")
-    out.append("| scenario | figure | " + " | ".join(LABELS[p] for p in peers) + " |")
-    out.append("|---|---|" + "---:|" * len(peers))
-    for s in measured:
-        field, name, higher = HEADLINE[s]
-        for procs in sorted({k[2] for k in chosen if k[0] == s}):
-            label = s if s != "scaling" else f"scaling, {procs} core{'s' if procs > 1 else ''}"
-            goro = chosen.get((s, "goro", procs), {}).get(field)
-            cells = []
-            for p in peers:
-                r = chosen.get((s, p, procs))
-                if r is None:
-                    cells.append("n/a")
-                    continue
-                v = r.get(field)
-                if r["status"] == "starved":
-                    cells.append("starved")
-                    continue
-                if r["status"] != "ok" or v is None:
-                    cells.append("failed")
-                    continue
-                q = ratio(goro, v)
-                cells.append(fmt(v) if p == "goro" or q is None else f"{fmt(v)} ({q:.2f}×)")
-            arrow = "↑" if higher else "↓"
-            out.append(f"| {label} | {name} {arrow} | " + " | ".join(cells) + " |")
-    out.append("")
+    summary(out, rows, chosen, http, [p for p in PEERS if not p.startswith("grpc-")], LABELS)
+    if grpc:
+        out.append("gRPC (h2c, helloworld.Greeter; goro::grpc is goro's greeter, "
+                   "loadtest/grpc/goro_greeter.cpp; each cell's ratio is goro::grpc's figure "
+                   "over that server's: goro/grpc-go and goro/gRPC C++):\n")
+        summary(out, rows, chosen, grpc, GRPC_PEERS, GRPC_LABELS)
 
     out.append("<details><summary>All figures</summary>\n")
     out.append("CPU %: the server's CPU time over the measured seconds (100 = one core). "
@@ -180,6 +238,10 @@ def table(meta, rows, chosen):
                 other.append(f"{fmt(r['idle_conns'])} idle: RSS {fmt(r['rss_before_kib'])} → "
                              f"{fmt(r['rss_after_kib'])} KiB, "
                              f"{fmt(r['bytes_per_conn'])} B/conn at 3 s{at_1s}")
+            if r.get("messages_per_s") is not None and s == "grpc-stream":
+                other.append(f"{fmt(r['messages_per_s'])} messages/s")
+            if r.get("client_cpu_pct") is not None:
+                other.append(f"h2load CPU {fmt(r['client_cpu_pct'])}%")
             if r.get("error_detail"):
                 other.append(r["error_detail"])
             if r.get("note"):
@@ -187,7 +249,8 @@ def table(meta, rows, chosen):
             if len(r.get("rounds", [])) > 1:
                 other.append("rounds: " + ", ".join(fmt(v) for v in r["rounds"]))
             rss = r["rss_kib"] / 1024 if r.get("rss_kib") is not None else None
-            server = LABELS[r["peer"]] + (f" ({r['procs']} core{'s' if r['procs'] > 1 else ''})"
+            labels = GRPC_LABELS if s in GRPC else LABELS
+            server = labels[r["peer"]] + (f" ({r['procs']} core{'s' if r['procs'] > 1 else ''})"
                                           if s == "scaling" else "")
             out.append(f"| {s} | {server} | {fmt(r['conns'])} | {fmt(r['requests_per_s'])} | "
                        f"{fmt(r['p50_ms'])} | {fmt(r['p99_ms'])} | {fmt(r['max_ms'])} | "
@@ -200,7 +263,8 @@ def table(meta, rows, chosen):
     if skipped:
         out.append("Not run:\n")
         for r in skipped:
-            who = "" if r["peer"] == "all" else f"{LABELS.get(r['peer'], r['peer'])}, "
+            labels = GRPC_LABELS if r["scenario"] in GRPC else LABELS
+            who = "" if r["peer"] == "all" else f"{labels.get(r['peer'], r['peer'])}, "
             out.append(f"- {who}{r['scenario']}: {r['note']}")
         out.append("")
     out.append("Scenarios:\n")
@@ -223,7 +287,8 @@ def charts(folder, meta, rows, chosen):
     if shutil.which("gnuplot") is None:
         print("report.py: gnuplot not installed, no charts", file=sys.stderr)
         return []
-    peers = [p for p in PEERS if any(r["peer"] == p for r in rows)]
+    peers = [p for p in PEERS if not p.startswith("grpc-") and
+             any(r["peer"] == p and r["scenario"] in HTTP for r in rows)]
     procs = int(meta.get("procs", 1))
     title = f"{meta.get('date_utc', '')}, {meta.get('machine', '')}".replace('"', "'")
     header = ["scenario"] + [LABELS[p] for p in peers]
@@ -266,7 +331,7 @@ set key noenhanced
 
     # Throughput: every scenario measured in requests/s; pipelining, an order of
     # magnitude above the rest, on a scale of its own at the right.
-    rate = present("requests_per_s", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
+    rate = present("requests_per_s", [s for s in HTTP if s not in ("idle", "idle-ws", "scaling")])
     if rate:
         groups = [[s for s in rate if s != "pipeline16"], [s for s in rate if s == "pipeline16"]]
         groups = [g for g in groups if g]
@@ -289,7 +354,7 @@ set bmargin 3
         draw("throughput", 600, body + "unset multiplot\n")
 
     # Latency: p50, p99 and max per scenario, log scale.
-    lat = present("p99_ms", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
+    lat = present("p99_ms", [s for s in HTTP if s not in ("idle", "idle-ws", "scaling")])
     if lat:
         panels = []
         for field, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("max_ms", "max")):
@@ -304,7 +369,7 @@ set bmargin 3
     # Memory: bytes per idle connection, and RSS at the end of each load scenario.
     idle = value("idle", "goro", "bytes_per_conn") is not None or any(
         value("idle", p, "bytes_per_conn") is not None for p in peers)
-    mem = present("rss_kib", [s for s in ORDER if s not in ("idle", "idle-ws", "scaling")])
+    mem = present("rss_kib", [s for s in HTTP if s not in ("idle", "idle-ws", "scaling")])
     if idle or mem:
         body = f"set multiplot layout {2 if idle and mem else 1},1\n"
         if idle:
@@ -321,6 +386,31 @@ set bmargin 3
                      "set logscale y\n"
                      f"plot {plot_cols.format(dat='rss_load.dat')}\n")
         draw("rss", 1000 if idle and mem else 500, body + "unset multiplot\n")
+
+    # gRPC: the three scenarios' figures and the unary latencies, one panel each, with
+    # the gRPC servers as the bars.
+    gpeers = [p for p in GRPC_PEERS if any(r["peer"] == p and r["scenario"] in GRPC
+                                           for r in rows)]
+    panels = [(s, field, scale, label) for s, field, scale, label in (
+        ("grpc-unary", "requests_per_s", 1e-3, "unary calls/s (thousands) ↑"),
+        ("grpc-stream", "messages_per_s", 1e-3, "streamed messages/s (thousands) ↑"),
+        ("grpc-unary", "p50_ms", 1, "unary p50 ms per call ↓"),
+        ("grpc-unary", "p99_ms", 1, "unary p99 ms per call ↓"),
+        ("grpc-idle", "bytes_per_conn", 1 / 1024, "server KiB per idle gRPC connection ↓"),
+    ) if any(value(s, p, field) is not None for p in gpeers)]
+    if gpeers and panels:
+        # Each panel: one box per server, named under it, coloured by its place.
+        body = (f"set multiplot layout 1,{len(panels)} title \"gRPC, h2c, {procs} core(s) per "
+                f"server\\n{title}\" noenhanced\nset yrange [0:*]\nset xrange [-0.6:"
+                f"{len(gpeers) - 0.4}]\nset boxwidth 0.7\nset key autotitle columnhead\nunset key\n"
+                "set xtics scale 0\n")
+        for i, (s, field, scale, label) in enumerate(panels):
+            dat = f"grpc{i}.dat"
+            write_dat(os.path.join(folder, dat), ["server", "value"],
+                      [(GRPC_LABELS[p], [value(s, p, field, scale)]) for p in gpeers])
+            body += (f"set title '{label}' noenhanced\n"
+                     f"plot '{dat}' using 0:2:($0 + 1):xtic(1) with boxes lc variable\n")
+        draw("grpc", 500, body + "unset multiplot\n")
 
     # Scaling: requests/s against cores.
     scale = sorted({r["procs"] for r in rows if r["scenario"] == "scaling" and r["status"] == "ok"})

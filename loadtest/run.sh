@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # goro's HTTP load-test kit: goro-demo against Go net/http, nginx, an Asio + llhttp
-# server and a bare epoll loop, over a set of scenarios, with tables and charts.
+# server and a bare epoll loop, over a set of scenarios, with tables and charts; and its
+# gRPC scenarios (grpc-unary, grpc-stream, grpc-idle): goro::grpc's greeter against
+# grpc-go's and gRPC C++'s (loadtest/grpc/), driven by h2load.
 #
 #   loadtest/run.sh [--quick] [scenario...]      (no scenario: all of them)
 #   loadtest/run.sh --smoke [scenario...]        goro alone, checked after every step
@@ -26,8 +28,11 @@
 # goro-demo (a sanitizer build, say) instead of building one.
 #
 # Knobs (environment):
-#   PEERS="goro go nginx asio epoll"   servers to run (goro is the one the ratios are of);
-#                        "base" is a second goro-demo, BASE_DEMO, to compare two builds
+#   PEERS="goro go nginx asio epoll grpc-go grpc-cpp"   servers to run (goro is the one
+#                        the ratios are of: goro-demo in the HTTP scenarios, goro's greeter
+#                        in the gRPC ones; grpc-go and grpc-cpp run the gRPC scenarios only,
+#                        the others the HTTP ones); "base" is a second goro-demo, BASE_DEMO,
+#                        to compare two builds
 #   BASE_DEMO=<path>     the goro-demo the "base" peer runs (a build of an earlier commit)
 #   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
 #   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
@@ -38,6 +43,10 @@
 #   HOGS=4 HOG_MS=3000   the /cpu hogs of the preempt scenario
 #   SCALE_PROCS="1 2 4 8" SCALE_CONNS=256   the scaling scenario (needs 2 x max CPUs;
 #                        --quick: "1 8")
+#   GRPC_CONNS=64 GRPC_STREAMS=16   h2load's connections and concurrent calls per
+#                        connection in grpc-unary and grpc-stream
+#   GRPC_STREAM_REPLIES=100   replies per call of grpc-stream
+#   GRPC_IDLE_CONNS=1000 connections of grpc-idle
 #   TASKSET=1            pin servers and clients as above (0: no pinning)
 #   BUILD_DIR=<repo>/build-bench   JOBS=2   OUT_DIR=loadtest/results/<stamp>
 #   LATEST=auto          1: always refresh results/latest, 0: never, auto: full runs
@@ -49,7 +58,9 @@ root="$(cd "$here/.." && pwd)"
 http_dir="$here/http"
 
 all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k sleep handoff
-  preempt https h2 idle idle-ws scaling)
+  preempt https h2 idle idle-ws scaling grpc-unary grpc-stream grpc-idle)
+grpc_peer_names=" goro grpc-go grpc-cpp "
+is_grpc() { [[ "$1" == grpc-* ]]; }
 
 # What each scenario measures, for --list and the report.
 describe() {
@@ -68,6 +79,9 @@ describe() {
     idle) echo "${IDLE_CONNS:-10000} idle keep-alive connections: server RSS per connection" ;;
     idle-ws) echo "${IDLE_CONNS:-10000} idle WebSocket connections (/ws/echo): server RSS per connection" ;;
     scaling) echo "GET /plaintext, ${SCALE_CONNS:-256} conns, at ${SCALE_PROCS:-1 2 4 8} cores: requests/s" ;;
+    grpc-unary) echo "gRPC helloworld.Greeter/SayHello (name \"world\"), h2c, h2load -c${GRPC_CONNS:-64} -m${GRPC_STREAMS:-16}: calls/s, p50, p99" ;;
+    grpc-stream) echo "gRPC SayHelloStreamReply, ${GRPC_STREAM_REPLIES:-100} replies per call, h2c, h2load -c${GRPC_CONNS:-64} -m${GRPC_STREAMS:-16}: messages/s" ;;
+    grpc-idle) echo "${GRPC_IDLE_CONNS:-1000} idle h2c gRPC connections after one SayHello each: server RSS per connection" ;;
     *) return 1 ;;
   esac
 }
@@ -91,7 +105,35 @@ does_not_apply() {
       [ -x "$bin/loadtest_peer_$peer" ] || echo "loadtest_peer_$peer was not built" ;;
     base/*)
       [ -x "${BASE_DEMO:-}" ] || echo "BASE_DEMO names no goro-demo" ;;
+    goro/grpc-*)
+      [ -x "$grpc_bin/loadtest_grpc_goro_greeter" ] || if [ -s "$grpc_bin/loadtest_grpc_goro_greeter.build.log" ]; then
+        echo "goro's greeter did not build (log: $grpc_bin/loadtest_grpc_goro_greeter.build.log)"
+      else
+        echo "goro's greeter was not built (goro::grpc or goro_grpc_generate missing in this tree)"
+      fi ;;
+    grpc-cpp/grpc-*)
+      [ -x "$grpc_bin/loadtest_grpc_cpp_greeter" ] || if [ -s "$grpc_bin/loadtest_grpc_cpp_greeter.build.log" ]; then
+        echo "the gRPC C++ greeter did not build (log: $grpc_bin/loadtest_grpc_cpp_greeter.build.log)"
+      else
+        echo "the gRPC C++ greeter was not built (needs libgrpc++-dev, protobuf-compiler-grpc)"
+      fi ;;
+    grpc-go/grpc-*)
+      [ -x "$grpc_bin/greeter_server" ] || echo "the grpc-go greeter was not built: $grpc_go_note" ;;
   esac
+}
+
+# The peers that run `scenario`: gRPC ones for the grpc-* scenarios, the others for the
+# rest ("goro" is in both: goro-demo or goro's greeter).
+peers_of() {
+  local peer out=""
+  for peer in $peers; do
+    if is_grpc "$1"; then
+      [[ "$grpc_peer_names" == *" $peer "* ]] && out+=" $peer"
+    else
+      [[ "$peer" == grpc-* ]] || out+=" $peer"
+    fi
+  done
+  echo "$out"
 }
 
 log() { printf '%s\n' "$*" >&2; }
@@ -126,9 +168,19 @@ full_run=0
 if [ "${#scenarios[@]}" -eq 0 ]; then
   scenarios=("${all_scenarios[@]}")
   [ "$quick" = 0 ] && full_run=1
+  # The smoke checks goro-demo through /healthz; the gRPC greeters have no smoke check.
+  [ "$smoke" = 1 ] && for s in "${!scenarios[@]}"; do
+    is_grpc "${scenarios[$s]}" && unset 'scenarios[s]'
+  done
+  scenarios=("${scenarios[@]}")
 fi
+any_http=0 any_grpc=0
+for s in "${scenarios[@]}"; do
+  if is_grpc "$s"; then any_grpc=1; else any_http=1; fi
+done
+[ "$smoke" = 1 ] && [ "$any_grpc" = 1 ] && die "the grpc-* scenarios have no --smoke check"
 
-peers="${PEERS:-goro go nginx asio epoll}"
+peers="${PEERS:-goro go nginx asio epoll grpc-go grpc-cpp}"
 [ "$smoke" = 1 ] && peers=goro
 # The smoke runs the server on 2 Ps: goroutines then change threads, which is where
 # the runtime's and the server's races show (a crash of 6001e0d passed at 1 P).
@@ -145,8 +197,12 @@ hog_ms="${HOG_MS:-3000}"
 # --quick scales at the two ends only, so that it stays under 3 min on 16 CPUs too.
 scale_procs="${SCALE_PROCS:-$([ "$quick" = 1 ] && echo 1 8 || echo 1 2 4 8)}"
 scale_conns="${SCALE_CONNS:-256}"
+grpc_conns="${GRPC_CONNS:-64}"
+grpc_streams="${GRPC_STREAMS:-16}"
+stream_replies="${GRPC_STREAM_REPLIES:-100}"
+grpc_idle_conns="${GRPC_IDLE_CONNS:-1000}"
 pin="${TASKSET:-1}"
-build="${BUILD_DIR:-$root/build-bench}"
+build="$(realpath -m "${BUILD_DIR:-$root/build-bench}")" # absolute: GOPATH needs it
 jobs="${JOBS:-2}"
 latest="${LATEST:-$([ "$smoke" = 1 ] && echo 0 || echo auto)}"
 stamp="$(date -u +%Y-%m-%dT%H-%M-%SZ)"
@@ -156,22 +212,92 @@ python="${PYTHON:-python3}"
 for tool in wrk cmake curl taskset ss openssl "$python"; do
   command -v "$tool" >/dev/null || die "'$tool' is required (scripts/deps.sh loadtest)"
 done
+if [ "$any_grpc" = 1 ]; then
+  for tool in h2load protoc /usr/bin/python3; do
+    command -v "$tool" >/dev/null || die "'$tool' is required for the grpc-* scenarios (scripts/deps.sh loadtest)"
+  done
+fi
 
 # --- build ---------------------------------------------------------------------------
 wants() { [[ " $peers " == *" $1 "* ]]; }
 log "== building in $build (Release)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
   -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON >/dev/null
-targets=(loadtest_idle_client)
-[ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
-wants epoll && targets+=(loadtest_peer_epoll)
-wants asio && cmake --build "$build" --target help | grep -q loadtest_peer_asio &&
-  targets+=(loadtest_peer_asio)
+targets=()
+build_targets=$(cmake --build "$build" --target help)
+if [ "$any_http" = 1 ]; then
+  targets+=(loadtest_idle_client)
+  [ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
+  wants epoll && targets+=(loadtest_peer_epoll)
+  wants asio && grep -q loadtest_peer_asio <<<"$build_targets" && targets+=(loadtest_peer_asio)
+fi
+[ "$any_grpc" = 1 ] && targets+=(loadtest_grpc_idle_client)
 cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
+if [ "$any_grpc" = 1 ]; then
+  # Each greeter only where its CMake found what it needs, and apart: one that does not
+  # build leaves its peer out (does_not_apply says so), not the run.
+  for t in loadtest_grpc_goro_greeter loadtest_grpc_cpp_greeter; do
+    rm -f "$build/loadtest/grpc/$t.build.log"
+    grep -q "$t" <<<"$build_targets" || continue
+    if ! cmake --build "$build" -j"$jobs" --target "$t" >"$build/loadtest/grpc/$t.build.log" 2>&1; then
+      log "== $t did not build (log: $build/loadtest/grpc/$t.build.log): its peer is left out"
+      rm -f "$build/loadtest/grpc/$t"
+    fi
+  done
+fi
 demo="${GORO_DEMO:-$build/examples/demo/goro-demo}"
-[ -x "$demo" ] || die "no goro-demo at $demo"
+[ "$any_http" = 1 ] && { [ -x "$demo" ] || die "no goro-demo at $demo"; }
 bin="$build/loadtest/http"
-if wants go; then
+grpc_bin="$build/loadtest/grpc"
+grpc_dir="$here/grpc"
+grpc_go_note=""
+if [ "$any_grpc" = 1 ]; then
+  # The request h2load sends on every call: the 5-byte gRPC prefix (not compressed,
+  # length) and HelloRequest{name: "world"}; and the size of one reply message on the
+  # wire, which tells h2load's DATA byte count apart from error answers (no message).
+  grpc_body="$grpc_bin/say_hello_world.bin"
+  mkdir -p "$grpc_bin"
+  printf 'name: "world"' | protoc -I "$grpc_dir" --encode=helloworld.HelloRequest \
+    helloworld.proto >"$grpc_body.pb"
+  body_len=$(stat -c %s "$grpc_body.pb")
+  prefix=$(printf '\\x%02x' 0 $((body_len >> 24 & 255)) $((body_len >> 16 & 255)) \
+    $((body_len >> 8 & 255)) $((body_len & 255)))
+  # shellcheck disable=SC2059  # the format is the escapes just made
+  { printf "$prefix"; cat "$grpc_body.pb"; } >"$grpc_body"
+  reply_frame=$(($(printf 'message: "Hello world"' | protoc -I "$grpc_dir" \
+    --encode=helloworld.HelloReply helloworld.proto | wc -c) + 5))
+  if wants grpc-go; then
+    # grpc-go from Debian (golang-google-grpc-dev 1.33), offline in GOPATH mode. Its stubs
+    # come from protoc-gen-go 1.3 with plugins=grpc (Debian's protoc-gen-go-1-3), the
+    # generator of the protobuf runtime the installed grpc-go builds on; where the
+    # protoc-gen-go on PATH is another one, it is built from that runtime's source
+    # (golang-github-golang-protobuf-1-3-dev, which golang-google-grpc-dev depends on).
+    go_path="$build/go-grpc"
+    go_log="$build/go-grpc.log"
+    go_env=(env GO111MODULE=off GOFLAGS="" GOPATH="$go_path:/usr/share/gocode"
+      GOCACHE="$build/go-cache")
+    gen_go="$(command -v protoc-gen-go || true)"
+    : >"$go_log"
+    if ! command -v go >/dev/null; then
+      grpc_go_note="'go' is not installed (scripts/deps.sh loadtest)"
+    elif { [ -z "$gen_go" ] || ! dpkg -S "$gen_go" 2>/dev/null | grep -q protoc-gen-go-1-3; } &&
+      ! { gen_go="$go_path/bin/protoc-gen-go" && "${go_env[@]}" go build -o "$gen_go" \
+        github.com/golang/protobuf/protoc-gen-go >>"$go_log" 2>&1; }; then
+      grpc_go_note="protoc-gen-go 1.3 did not build (log: $go_log)"
+    else
+      mkdir -p "$go_path/src/goro/loadtest/grpc/helloworld"
+      if ! protoc -I "$grpc_dir" --plugin=protoc-gen-go="$gen_go" \
+        --go_out=plugins=grpc,paths=source_relative:"$go_path/src/goro/loadtest/grpc/helloworld" \
+        helloworld.proto >>"$go_log" 2>&1 ||
+        ! (cd "$grpc_dir/go" && "${go_env[@]}" go build -o "$grpc_bin/greeter_server" \
+          greeter_server.go) >>"$go_log" 2>&1; then
+        grpc_go_note="greeter_server.go did not build (log: $go_log)"
+        rm -f "$grpc_bin/greeter_server"
+      fi
+    fi
+  fi
+fi
+if [ "$any_http" = 1 ] && wants go; then
   command -v go >/dev/null || die "'go' is required for the Go peer (or leave go out of PEERS)"
   (cd "$http_dir" && GOCACHE="$build/go-cache" GOPATH="$build/go-path" GO111MODULE=off GOFLAGS="" \
     go build -o "$bin/hello" hello.go)
@@ -376,28 +502,41 @@ start_server_once() {
   local peer=$1 p=$2 scheme=$3 logfile=$4 tls_args=()
   port=$(free_port)
   url_base="$scheme://127.0.0.1:$port"
-  case "$peer" in
-    goro | base)
+  case "$grpc_step/$peer" in
+    1/goro)
+      GORO_MAXPROCS=$p "${server_pin[@]}" "$grpc_bin/loadtest_grpc_goro_greeter" \
+        --addr "127.0.0.1:$port" --stream-replies "$stream_replies" >"$logfile" 2>&1 &
+      ;;
+    1/grpc-go)
+      GOMAXPROCS=$p "${server_pin[@]}" "$grpc_bin/greeter_server" -addr "127.0.0.1:$port" \
+        -stream-replies "$stream_replies" >"$logfile" 2>&1 &
+      ;;
+    1/grpc-cpp)
+      # gRPC C++ sizes its thread pools by itself; taskset gives the process its cores.
+      "${server_pin[@]}" "$grpc_bin/loadtest_grpc_cpp_greeter" --addr "127.0.0.1:$port" \
+        --stream-replies "$stream_replies" >"$logfile" 2>&1 &
+      ;;
+    */goro | */base)
       local binary=$demo
       [ "$peer" = base ] && binary=$BASE_DEMO
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
       GORO_MAXPROCS=$p "${server_pin[@]}" "$binary" --addr "127.0.0.1:$port" "${tls_args[@]}" \
         >"$logfile" 2>&1 &
       ;;
-    go)
+    */go)
       [ "$scheme" = https ] && tls_args=(-tls-cert "$tls/cert.pem" -tls-key "$tls/key.pem")
       GOMAXPROCS=$p "${server_pin[@]}" "$bin/hello" -addr "127.0.0.1:$port" "${tls_args[@]}" \
         >"$logfile" 2>&1 &
       ;;
-    asio)
+    */asio)
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
       "${server_pin[@]}" "$bin/loadtest_peer_asio" --addr "127.0.0.1:$port" --threads "$p" \
         "${tls_args[@]}" >"$logfile" 2>&1 &
       ;;
-    epoll)
+    */epoll)
       "${server_pin[@]}" "$bin/loadtest_peer_epoll" "127.0.0.1:$port" "$p" >"$logfile" 2>&1 &
       ;;
-    nginx)
+    */nginx)
       local dir="$out/nginx/$peer-$port"
       write_nginx_conf "$dir" "$port" "$p" "$scheme"
       "${server_pin[@]}" "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" >"$logfile" 2>&1 &
@@ -407,7 +546,12 @@ start_server_once() {
   started+=("$server_pid")
   for _ in $(seq 200); do
     kill -0 "$server_pid" 2>/dev/null || break
-    curl -fsk --max-time 1 "$url_base/healthz" >/dev/null 2>&1 && return 0
+    if [ "$grpc_step" = 1 ]; then
+      # A gRPC server is up once it accepts; the real client call comes after.
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    else
+      curl -fsk --max-time 1 "$url_base/healthz" >/dev/null 2>&1 && return 0
+    fi
     sleep 0.05
   done
   return 1
@@ -483,6 +627,55 @@ run_h2load() {  # conns streams seconds url
   fi
 }
 
+# h2load as the gRPC client of grpc-unary and grpc-stream: `streams` concurrent calls
+# on each of `conns` h2c connections, every call the same request (grpc_body) to
+# `method`, for `seconds`. Sets w_rps (calls/s), w_p50_us/w_p99_us/w_max_us (per call,
+# from h2load's --log-file), w_errors/w_error_detail, client_cpu (h2load's CPU % of one
+# core: near 100 means the client, not the server, set the pace) and msgs_per_s.
+# h2load cannot read grpc-status (it is in the trailers), so a call counts as answered
+# when its status was 2xx and the DATA bytes received cover one reply message of
+# reply_frame bytes per expected reply: an error answer is trailers-only, with no DATA.
+run_h2load_grpc() {  # conns streams seconds method replies-per-call
+  local conns=$1 streams=$2 seconds=$3 method=$4 replies=$5 threads=$client_threads result
+  local calls_log="$out/logs/h2load-calls.tsv" times
+  [ "$threads" -gt "$conns" ] && threads=$conns
+  echo "== h2load -t$threads -c$conns -m$streams -D $seconds -d $grpc_body $url_base$method" >>"$wrk_log"
+  local TIMEFORMAT='%R %U %S'
+  times=$( { time "${client_pin[@]}" h2load -t"$threads" -c"$conns" -m"$streams" -D "$seconds" \
+    -d "$grpc_body" -H 'content-type: application/grpc' -H 'te: trailers' \
+    --log-file="$calls_log" "$url_base$method" >"$wrk_log.run" 2>&1 || true; } 2>&1)
+  result=$(cat "$wrk_log.run")
+  rm -f "$wrk_log.run"
+  printf '%s\n' "$result" >>"$wrk_log"
+  client_cpu=$(awk '{ if ($1 > 0) printf "%.0f", 100 * ($2 + $3) / $1 }' <<<"$times")
+  parse_result ""
+  w_rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$result" |
+    awk '{ printf "%.0f", $1 }')
+  [ -z "$w_rps" ] && w_rps=0
+  msgs_per_s=$((w_rps * replies))
+  local succeeded failed errored timedout non2xx data short
+  read -r succeeded failed errored timedout < <(sed -n \
+    's/^requests: .* \([0-9]*\) succeeded, \([0-9]*\) failed, \([0-9]*\) errored, \([0-9]*\) timeout.*/\1 \2 \3 \4/p' \
+    <<<"$result")
+  non2xx=$(sed -n 's/^status codes: [0-9]* 2xx, \([0-9]*\) 3xx, \([0-9]*\) 4xx, \([0-9]*\) 5xx.*/\1 \2 \3/p' \
+    <<<"$result" | awk '{ print $1 + $2 + $3 }')
+  data=$(sed -n 's/^traffic: .* (\([0-9]*\)) data.*/\1/p' <<<"$result")
+  # Calls short of their replies (at least): the DATA bytes missing over whole calls.
+  short=$(awk -v s="${succeeded:-0}" -v d="${data:-0}" -v f="$((reply_frame * replies))" \
+    'BEGIN { m = s * f - d; print (m > 0 ? int((m + f - 1) / f) : 0) }')
+  w_errors=$((${failed:-0} + ${errored:-0} + ${timedout:-0} + ${non2xx:-0} + short))
+  if [ "$w_errors" -gt 0 ] || [ -z "$succeeded" ]; then
+    w_error_detail="failed=${failed:-?} errored=${errored:-?} timeout=${timedout:-?} non2xx=${non2xx:-?} without_reply=$short"
+  fi
+  # The log's third column: microseconds from a call's start to the end of its response.
+  read -r w_p50_us w_p99_us w_max_us < <(awk -F'\t' '{ print $3 }' "$calls_log" 2>/dev/null |
+    sort -n | awk '{ v[NR] = $1 } END {
+      if (NR == 0) { print "0 0 0"; exit }
+      p50 = int(0.50 * NR); p99 = int(0.99 * NR); if (p50 < 1) p50 = 1; if (p99 < 1) p99 = 1
+      print v[p50], v[p99], v[NR] }')
+  rm -f "$calls_log"
+}
+
 # A wrk load beside the measured one (handoff's /block, preempt's /cpu), run until
 # stop_background; its RESULT becomes bg_rps.
 start_background() {  # conns url timeout_s logfile
@@ -544,7 +737,7 @@ smoke_check() {  # step-name logfile step-status
 # --- plan ----------------------------------------------------------------------------
 csv="$out/results.csv"
 mkdir -p "$out/logs"
-echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s,bytes_per_conn_1s" >"$csv"
+echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s,bytes_per_conn_1s,messages_per_s,client_cpu_pct,streams" >"$csv"
 
 csv_row() {  # fields in the header's order
   local f line="" sep=""
@@ -567,7 +760,7 @@ fi
 step_seconds() {
   case "$1" in
     handoff | preempt) echo $((warmup + 2 * duration + 2)) ;;
-    idle | idle-ws) echo $((warmup + 7)) ;;
+    idle | idle-ws | grpc-idle) echo $((warmup + 7)) ;;
     *) echo $((warmup + duration + 1)) ;;
   esac
 }
@@ -578,6 +771,11 @@ for s in "${scenarios[@]}"; do
     steps+=("$s skip - - $idle_note")
     continue
   fi
+  if [ "$s" = grpc-idle ] && [ "$(ulimit -n)" != unlimited ] &&
+    [ $((grpc_idle_conns + 64)) -gt "$(ulimit -n)" ]; then
+    steps+=("$s skip - - not available: RLIMIT_NOFILE is $(ulimit -n), too low for $grpc_idle_conns connections")
+    continue
+  fi
   if [ "$s" = scaling ]; then
     if [ -n "$scaling_note" ]; then
       steps+=("scaling skip - - $scaling_note")
@@ -585,7 +783,7 @@ for s in "${scenarios[@]}"; do
     fi
     for p in $scale_procs; do
       for r in $(seq "$rounds"); do
-        for peer in $peers; do
+        for peer in $(peers_of scaling); do
           steps+=("scaling $peer $p $r")
           planned=$((planned + $(step_seconds scaling)))
         done
@@ -594,7 +792,7 @@ for s in "${scenarios[@]}"; do
     continue
   fi
   for r in $(seq "$rounds"); do
-    for peer in $peers; do
+    for peer in $(peers_of "$s"); do
       steps+=("$s $peer $procs $r")
       [ -z "$(does_not_apply "$s" "$peer")" ] && planned=$((planned + $(step_seconds "$s")))
     done
@@ -624,8 +822,12 @@ for entry in "${steps[@]}"; do
   fi
 
   place "$p"
-  scheme=http path=/plaintext conns=64 script="" timeout=5 h2=0
+  scheme=http path=/plaintext conns=64 script="" timeout=5 h2=0 grpc_step=0 streams=""
+  msgs_per_s="" client_cpu=""
+  is_grpc "$scenario" && grpc_step=1
   case "$scenario" in
+    grpc-unary | grpc-stream) conns=$grpc_conns streams=$grpc_streams ;;
+    grpc-idle) conns=$grpc_idle_conns ;;
     plaintext-1k) conns=1000 ;;
     plaintext-10k) conns=10000 timeout=10 ;;
     pipeline16) script=pipeline16.lua client_threads=1 ;;
@@ -651,20 +853,42 @@ for entry in "${steps[@]}"; do
   fi
   note="" baseline="" retained="" bg_rps="" idle_n="" rss_before="" rss_after="" per_conn=""
   per_conn_1s=""
+  if [ "$grpc_step" = 1 ]; then
+    # One call of each method with a real client (grpcio), its replies checked, before
+    # h2load, which sees HTTP statuses and byte counts only.
+    check=$(/usr/bin/python3 "$grpc_dir/check_greeter.py" "127.0.0.1:$port" "$stream_replies" 2>&1 ||
+      true)
+    echo "$check" >"$out/logs/$scenario-$peer-p$p-r$round.check.txt"
+    if [[ "$check" != ok:* ]]; then
+      log "$prefix failed: the real client's call: $check"
+      stop_server
+      csv_row "$scenario" "$peer" "$p" "$round" failed "a real client's call failed: $check"
+      continue
+    fi
+  fi
   bg_errors=0 bg_error_detail=""
   others=""
   # wrk's clock includes opening the connections: 10,000 of them take a good part of 1 s.
   seconds=$duration
   [ "$conns" -ge 10000 ] && [ "$seconds" -lt 3 ] && seconds=3
 
-  if [ "$scenario" = idle ] || [ "$scenario" = idle-ws ]; then
-    run_wrk 64 "$client_threads" "$warmup" "$url_base/plaintext" "" 5 # warm-up
-    sleep "$settle"
-    rss_before=$(rss_kib "$server_pid")
-    sources=$((idle_conns / 20000 + 2))
-    idle_log="$out/logs/idle-client-$peer-p$p-r$round.log"
-    "${client_pin[@]}" "$bin/loadtest_idle_client" 127.0.0.1 "$port" "$idle_conns" "$sources" \
-      "$path" 120 >"$idle_log" 2>&1 &
+  if [ "$scenario" = idle ] || [ "$scenario" = idle-ws ] || [ "$scenario" = grpc-idle ]; then
+    idle_log="$out/logs/$scenario-client-$peer-p$p-r$round.log"
+    if [ "$scenario" = grpc-idle ]; then
+      # Warmed up with the unary load: the server's pools and buffers exist before.
+      run_h2load_grpc 64 16 "$warmup" /helloworld.Greeter/SayHello 1
+      sleep "$settle"
+      rss_before=$(rss_kib "$server_pid")
+      "${client_pin[@]}" "$grpc_bin/loadtest_grpc_idle_client" 127.0.0.1 "$port" \
+        "$grpc_idle_conns" $((grpc_idle_conns / 20000 + 2)) 120 >"$idle_log" 2>&1 &
+    else
+      run_wrk 64 "$client_threads" "$warmup" "$url_base/plaintext" "" 5 # warm-up
+      sleep "$settle"
+      rss_before=$(rss_kib "$server_pid")
+      sources=$((idle_conns / 20000 + 2))
+      "${client_pin[@]}" "$bin/loadtest_idle_client" 127.0.0.1 "$port" "$idle_conns" "$sources" \
+        "$path" 120 >"$idle_log" 2>&1 &
+    fi
     idle_pid=$!
     started+=("$idle_pid")
     for _ in $(seq 900); do
@@ -702,6 +926,30 @@ for entry in "${steps[@]}"; do
     log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn (at 1 s: %s), errors %s' \
       "${idle_n:-0}" "$scenario" "$rss_before" "$rss_after" "${per_conn:-?}" "${per_conn_1s:-?}" \
       "$w_errors")"
+  elif [ "$scenario" = grpc-unary ] || [ "$scenario" = grpc-stream ]; then
+    method=/helloworld.Greeter/SayHello replies=1
+    [ "$scenario" = grpc-stream ] && method=/helloworld.Greeter/SayHelloStreamReply \
+      replies=$stream_replies
+    run_h2load_grpc "$conns" "$streams" "$warmup" "$method" "$replies" # warm-up
+    cpu0=$(cpu_ticks "$server_pid")
+    busy0=$(cores_busy_ticks)
+    t0=$EPOCHREALTIME
+    run_h2load_grpc "$conns" "$streams" "$seconds" "$method" "$replies"
+    t1=$EPOCHREALTIME
+    busy1=$(cores_busy_ticks)
+    cpu1=$(cpu_ticks "$server_pid")
+    rss=$(rss_kib "$server_pid")
+    p50=$(ms "$w_p50_us") p99=$(ms "$w_p99_us") maxl=$(ms "$w_max_us")
+    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
+    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    note="h2load -c$conns -m$streams; latency per call"
+    [ "$scenario" = grpc-stream ] && note="$note ($replies replies)"
+    status=ok
+    [ "$w_rps" = 0 ] && status=failed note="h2load completed no call (log: $wrk_log)"
+    log "$prefix $(printf '%s calls/s  %s msgs/s  p50 %s  p99 %s  max %s ms  errors %s  RSS %s KiB  CPU %s%%  others %s%%  h2load CPU %s%%' \
+      "$w_rps" "$msgs_per_s" "$p50" "$p99" "$maxl" "$w_errors" "$rss" "$cpu" "$others" "$client_cpu")"
   elif [ "$scenario" = h2 ]; then
     run_h2load "$conns" 16 "$warmup" "$url_base$path" # warm-up
     cpu0=$(cpu_ticks "$server_pid")
@@ -785,7 +1033,8 @@ for entry in "${steps[@]}"; do
   step_s=$(awk -v a="$t_step" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   csv_row "$scenario" "$peer" "$p" "$round" "$status" "$note" "$conns" "$w_rps" "$p50" "$p99" \
     "$maxl" "$w_errors" "$w_error_detail" "$rss" "$cpu" "$others" "$baseline" "$retained" "$bg_rps" \
-    "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s" "$per_conn_1s"
+    "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s" "$per_conn_1s" "$msgs_per_s" \
+    "$client_cpu" "$streams"
 done
 total_s=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 log "== measured in $((total_s / 60)) min $((total_s % 60)) s"
@@ -793,7 +1042,7 @@ log "== measured in $((total_s / 60)) min $((total_s % 60)) s"
 # --- report --------------------------------------------------------------------------
 command_line="loadtest/run.sh${*:+ $*}"
 for knob in PEERS PROCS DURATION WARMUP ROUNDS IDLE_CONNS BLOCK_CONNS BLOCK_MS HOGS HOG_MS \
-  SCALE_PROCS SCALE_CONNS TASKSET; do
+  SCALE_PROCS SCALE_CONNS GRPC_CONNS GRPC_STREAMS GRPC_STREAM_REPLIES GRPC_IDLE_CONNS TASKSET; do
   [ -n "${!knob:-}" ] && command_line="$knob=\"${!knob}\" $command_line"
 done
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -816,6 +1065,11 @@ mem_gib=$(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
   place "$procs"
   echo "pinning=${server_pin[*]:-no pinning} for servers, ${client_pin[*]:-no pinning} for clients"
   echo "idle_conns=$idle_conns"
+  echo "grpc_idle_conns=$grpc_idle_conns"
+  if [ "$any_grpc" = 1 ]; then
+    echo "h2load=$(h2load --version 2>&1 | head -1)"
+    echo "grpc_versions=goro::grpc (this tree); grpc-go $(dpkg-query -W -f='${Version}' golang-google-grpc-dev 2>/dev/null || echo ?) (Debian); gRPC C++ $(pkg-config --modversion grpc++ 2>/dev/null || echo ?) (Debian), callback API"
+  fi
   echo "scaling=${scaling_note:-ran at $scale_procs cores}"
   echo "wrk=$(wrk -v 2>&1 | head -1 | sed 's/ Copyright.*//')"
   echo "go=$(command -v go >/dev/null && go version || echo none)"
