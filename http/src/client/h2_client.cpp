@@ -41,12 +41,6 @@ bool connection_specific(std::string_view name) {
          iequals(name, "upgrade") || iequals(name, "host");
 }
 
-bool is_field_value(std::string_view s) {
-  for (unsigned char c : s)
-    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
-  return true;
-}
-
 nghttp2_nv field(std::string_view name, std::string_view value) {
   // nghttp2 copies names (lower-casing them) and values on submit.
   return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),

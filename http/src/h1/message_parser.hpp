@@ -85,6 +85,13 @@ inline bool is_token(std::string_view s) noexcept {
   return true;
 }
 
+// RFC 9110 5.5: a field value holds no control character but horizontal tab.
+inline bool is_field_value(std::string_view s) noexcept {
+  for (unsigned char c : s)
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+  return true;
+}
+
 // Calls f with each non-empty coding of a Transfer-Encoding value ("gzip, chunked").
 template <class F>
 void for_each_coding(std::string_view value, F f) {
