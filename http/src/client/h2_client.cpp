@@ -700,10 +700,6 @@ void H2ClientConn::writer() {
     if (out.empty()) {
       lock.unlock();
       writer_wake_.recv();
-      // Whoever woke the writer often has more to queue at once: a call's HEADERS are
-      // followed by its body (a unary gRPC call: HEADERS, one DATA with END_STREAM).
-      // One yield lets it do so, and both go out in one write.
-      goro::yield();
       lock.lock();
       continue;
     }
