@@ -43,7 +43,7 @@
 #                    stages use 1)
 #   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14;
 #                    the fuzz stage uses GORO_ASAN_CXX)
-#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 60)
+#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 30)
 #   GORO_SKIP_DEPS=1 do not check/install the Debian packages
 set -uo pipefail
 
@@ -59,6 +59,9 @@ total_passed=0
 total_failed=0
 total_skipped=0
 declare -a report=()
+# What failed, with the lines that say why, repeated in the summary: CI shows the end of
+# the output only.
+declare -a failures=()
 overall_start=$SECONDS
 
 c_compiler_for() {
@@ -80,6 +83,21 @@ record() {
   report+=("$(printf '%-9s %-5s %4d passed %4d failed %3d skipped   %s' "$1" "$2" "$3" "$4" "$5" "$times")")
 }
 
+# note_failed_tests STAGE LOG: adds ctest's "The following tests FAILED:" entries of LOG
+# to the summary, and the first lines of LOG that say why (gtest failures, sanitizer
+# reports, timeouts).
+note_failed_tests() {
+  local stage=$1 log=$2 names why
+  names=$(awk '/^The following tests FAILED:/ { s = 1; next }
+    s && /^[[:space:]]+[0-9]+ - / { print; next } { s = 0 }' "$log")
+  [ -n "$names" ] || return 0
+  failures+=("$stage: failed tests:" "$names")
+  why=$(grep -E -m 20 '(: Failure$|^Expected|^  Actual|Which is:|actual:|^==[0-9]+==ERROR|^SUMMARY: |runtime error:|WARNING: ThreadSanitizer|\*\*\*Timeout)' \
+    "$log")
+  [ -n "$why" ] && failures+=("$stage: why (first lines):" "$why")
+  return 0
+}
+
 # run_ctest STAGE BUILD_DIR LOG [ctest args...]: runs ctest (under the command in
 # CTEST_WRAPPER, if any) and sets ctest_passed / ctest_failed / ctest_skipped from its
 # closing lines ("X tests failed out of Y", and the "(Skipped)" entries of "The following
@@ -95,6 +113,7 @@ run_ctest() {
   line=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
   ctest_skipped=$(awk '/^The following tests did not run:/ { s = 1; next }
     s && /^[[:space:]]*$/ { s = 0 } s && /\(Skipped\)$/ { n++ } END { print n + 0 }' "$log")
+  note_failed_tests "$stage" "$log"
   if [ -n "$line" ]; then
     ctest_failed=$(printf '%s\n' "$line" | awk '{print $1}')
     total=$(printf '%s\n' "$line" | awk '{print $NF}')
@@ -292,10 +311,10 @@ stage_load() {
 stage_fuzz() {
   local log=$GORO_BUILD_ROOT/ci-fuzz.log
   stage_start=$SECONDS
-  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-60} (each target, from its corpus)"
+  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-30} (each target, from its corpus)"
   mkdir -p "$GORO_BUILD_ROOT"
   GORO_FUZZ_BUILD=$GORO_BUILD_ROOT/ci-fuzz GORO_FUZZ_CXX=$ASAN_CXX \
-    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-60}" 2>&1 | tee "$log"
+    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-30}" 2>&1 | tee "$log"
   record_counted fuzz "$log" "${PIPESTATUS[0]}"
 }
 
@@ -436,6 +455,10 @@ main() {
   goro_section "summary ($(goro_fmt_secs $((SECONDS - overall_start))) in all)"
   printf '%s\n' "${report[@]}"
   echo
+  if [ "${#failures[@]}" -gt 0 ]; then
+    printf '%s\n' "${failures[@]}"
+    echo
+  fi
   if [ "$total_skipped" -gt 0 ]; then
     echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
   else
