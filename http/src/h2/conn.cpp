@@ -258,7 +258,8 @@ void H2Conn::begin_shutdown() {
 void H2Conn::serve() {
   goroutines_.add(1);
   goro::go(GoOptions{.name = "http2 writer"}, [this] { writer(); });
-  std::vector<std::uint8_t> buffer(kReadBuffer);
+  // Not zeroed: the pages a read never reaches stay out of an idle connection's memory.
+  const auto buffer = std::make_unique_for_overwrite<std::uint8_t[]>(kReadBuffer);
   std::string_view input = early_;
   bool feeding = true;  // false after a connection error: input is read and dropped
   for (;;) {
@@ -268,7 +269,7 @@ void H2Conn::serve() {
         if (dead_) break;
         stream_.set_read_deadline(read_deadline());
       }
-      Result<std::size_t> n = stream_.read(buffer.data(), buffer.size());
+      Result<std::size_t> n = stream_.read(buffer.get(), kReadBuffer);
       if (!n && net::is_timeout(n.error())) {
         std::lock_guard lock(mu_);
         // Idle too long (with the preface in): GOAWAY, then the writer ends it.
@@ -283,7 +284,7 @@ void H2Conn::serve() {
       }
       if (!n || *n == 0) break;
       stats_shard().bytes_in.fetch_add(*n, std::memory_order_relaxed);
-      input = {reinterpret_cast<const char*>(buffer.data()), *n};
+      input = {reinterpret_cast<const char*>(buffer.get()), *n};
     }
     std::unique_lock lock(mu_);
     if (!feeding || ending_) {
@@ -353,6 +354,12 @@ void H2Conn::writer() {
       }
       lock.unlock();
       writer_wake_.recv();
+      // Each handler that finishes wakes the writer, and the first to finish would have
+      // its reply written alone while the others of the same read still run: one send
+      // per stream. Going to the back of the run queue once lets the goroutines queued
+      // before it add theirs, and one send carries them all (grpc-go's writer yields
+      // likewise while its batch is small).
+      goro::yield();
       lock.lock();
       continue;
     }
