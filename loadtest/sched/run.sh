@@ -15,6 +15,12 @@
 #   RUN_TIMEOUT=120   seconds before one run is killed and counted as failed
 #   JOBS=2            parallel build jobs
 #   IMPLS="goro go"   which sides to build and run (e.g. IMPLS=go for the Go side alone)
+#   BIN_DIR=...       run prebuilt programs instead of building: goro's as
+#                     BIN_DIR/bench_sched_<case>, Go's as BIN_DIR/go/<case> (the build
+#                     folder's layout; loadtest/device/bundle.sh makes such a folder)
+#   RAW_FILE=...      the raw results file (default: BUILD_DIR/loadtest/sched/results/
+#                     <time>.txt); the stderr of failed runs goes beside it, .stderr.txt
+#   TIME_BIN=/usr/bin/time   the GNU time that reads each run's peak RSS
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,13 +33,17 @@ run_timeout="${RUN_TIMEOUT:-120}"
 jobs="${JOBS:-2}"
 go_bin="${GO:-go}"
 impls="${IMPLS:-goro go}"
+time_bin="${TIME_BIN:-/usr/bin/time}"
 
-gobuild="$build/loadtest/sched/go"
-results_dir="$build/loadtest/sched/results"
-mkdir -p "$gobuild" "$results_dir"
+# Built here unless BIN_DIR names programs built elsewhere.
+prebuilt="${BIN_DIR:+1}"
+bin_dir="${BIN_DIR:-$build/loadtest/sched}"
+gobuild="$bin_dir/go"
 stamp="$(date +%Y%m%d-%H%M%S)"
-raw="$results_dir/$stamp.txt"
-errlog="$results_dir/$stamp.stderr.txt"
+raw="${RAW_FILE:-$build/loadtest/sched/results/$stamp.txt}"
+errlog="${raw%.txt}.stderr.txt"
+mkdir -p "$(dirname "$raw")"
+[[ -z "$prebuilt" ]] && mkdir -p "$gobuild"
 : >"$raw"
 : >"$errlog"
 
@@ -42,7 +52,9 @@ log() { printf '%s\n' "$*" >&2; }
 wants() { [[ " $impls " == *" $1 "* ]]; }
 
 # --- build -------------------------------------------------------------------------
-if wants goro; then
+if [[ -n "$prebuilt" ]]; then
+  log "== prebuilt programs from $bin_dir"
+elif wants goro; then
   log "== configuring goro (Release) in $build"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
     -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=ON >/dev/null
@@ -52,7 +64,7 @@ if wants goro; then
   cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
 fi
 
-if wants go; then
+if [[ -z "$prebuilt" ]] && wants go; then
   log "== building the Go twins with $("$go_bin" version)"
   for c in $cases; do
     GOCACHE="$build/go-cache" GOPATH="$build/go-path" GO111MODULE=off GOFLAGS= \
@@ -66,7 +78,7 @@ fi
 run_one() {
   local impl="$1" c="$2" p="$3" rep="$4" bin envvar out rc peak
   if [[ "$impl" == goro ]]; then
-    bin="$build/loadtest/sched/bench_sched_$c"
+    bin="$bin_dir/bench_sched_$c"
     envvar="GORO_MAXPROCS=$p"
   else
     bin="$gobuild/$c"
@@ -75,7 +87,7 @@ run_one() {
   out="$(mktemp)"
   rc=0
   env "$envvar" timeout --signal=KILL "$run_timeout" \
-    /usr/bin/time -f 'PEAK_RSS_KIB %M' -o "$out.time" "$bin" >"$out" 2>>"$errlog" || rc=$?
+    "$time_bin" -f 'PEAK_RSS_KIB %M' -o "$out.time" "$bin" >"$out" 2>>"$errlog" || rc=$?
   if [[ $rc -ne 0 ]] || ! grep -q '^RESULT ' "$out"; then
     log "   FAILED: $impl $c procs=$p rep=$rep (exit $rc; stderr in $errlog)"
     printf 'FAILED impl=%s case=%s procs=%s rep=%s rc=%s\n' "$impl" "$c" "$p" "$rep" "$rc" >>"$raw"
