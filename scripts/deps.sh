@@ -59,15 +59,18 @@ GORO_DEPS_TEST=(
   chromium          # the browser examples/ws_chat/browser_test.py drives, headless
   nodejs            # Node's ws against the WebSocket server (tests/http/websocket_node_test.sh);
                     # the test fetches ws with npm (added below)
-  # C client libraries on goroutines (tests/clibs/, examples/pg_api, loadtest/clibs): the
-  # libraries, and the servers the tests start in a temporary folder
+  # C client libraries on goroutines (tests/clibs/, tests/hooks/, examples/pg_api,
+  # loadtest/clibs): the libraries, and the servers the tests start in a temporary folder
   # (scripts/test-servers.sh). On a systemd host the server packages also start their
-  # own PostgreSQL and Redis, which the tests do not use.
+  # own PostgreSQL, Redis and MariaDB, which the tests do not use.
   libpq-dev
   postgresql
   libhiredis-dev
   redis-server
   libcurl4-openssl-dev
+  libpqxx-dev       # libpqxx, C++ over libpq, under goro::hooks (tests/hooks/hooks_pqxx_test.cpp)
+  libmariadb-dev    # MariaDB's Connector/C under goro::hooks (tests/hooks/hooks_mariadb_test.cpp)
+  mariadb-server    # its server, with mariadb-install-db and the mariadb client
   # gRPC peers the interop tests (grpc/interop/) and the gRPC tests call goro against:
   # grpc-go, built offline in GOPATH mode, and Python's grpcio with its protoc.
   golang-go
