@@ -379,6 +379,25 @@ tree_sum() {  # pid awk-program-over-/proc/<pid>/stat-or-status file -> sum over
 cpu_ticks() { tree_sum "$1" '{ sub(/.*\) /, ""); print $12 + $13 }' stat; }
 # shellcheck disable=SC2016
 rss_kib() { tree_sum "$1" '/^VmRSS:/ { print $2 }' status; }
+ctx_switches() {  # pid -> context switches of every thread of the process tree
+  local p sum=0 v
+  for p in "$1" $(descendants "$1"); do
+    v=$(cat /proc/"$p"/task/*/status 2>/dev/null |
+      awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { s += $2 } END { print s + 0 }')
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+# goro's runtime counters from its /metrics: "runs steals handoffs threads".
+# shellcheck disable=SC2016  # the inner bash expands $0, the port
+goro_counters() {  # port
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
+    printf "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" >&3
+    cat <&3' "$1" 2>/dev/null | awk '
+    $1 == "goro_goroutine_runs_total" { r = $2 } $1 == "goro_steals_total" { s = $2 }
+    $1 == "goro_handoffs_total" { h = $2 } $1 == "goro_threads" { t = $2 }
+    END { printf "%d %d %d %d\n", r, s, h, t }'
+}
 busy_ticks() {  # cpu-list -> busy ticks (user nice system irq softirq steal) of those CPUs
   awk -v want=" $(expand_cpus "$1" | tr '\n' ' ')" '$1 ~ /^cpu[0-9]+$/ && index(want, " " substr($1, 4) " ") {
     s += $2 + $3 + $4 + $7 + $8 + $9 } END { print s + 0 }' /proc/stat
@@ -511,9 +530,14 @@ scaling() {
       fi
       run_wrk "$warmup" "http://127.0.0.1:$port/plaintext" "$wrk_log"
       local cpu0 busy0 t0 cpu1 busy1 t1 rss alive cpu others rps status note=""
+      local sw0 sw1 gc0="" gc1=""
+      [ "$peer" = goro ] && gc0=$(goro_counters "$port")
+      sw0=$(ctx_switches "$server_pid")
       cpu0=$(cpu_ticks "$server_pid") busy0=$(busy_ticks "$(real_cpus "$scpus")") t0=$EPOCHREALTIME
       run_wrk "$duration" "http://127.0.0.1:$port/plaintext" "$wrk_log"
       t1=$EPOCHREALTIME busy1=$(busy_ticks "$(real_cpus "$scpus")") cpu1=$(cpu_ticks "$server_pid")
+      sw1=$(ctx_switches "$server_pid")
+      [ "$peer" = goro ] && gc1=$(goro_counters "$port")
       rss=$(rss_kib "$server_pid")
       if ! kill -0 "$server_pid" 2>/dev/null; then
         alive="died"
@@ -535,6 +559,17 @@ scaling() {
         rps=0 status=failed note="wrk printed no result (exit $w_rc; see logs/$(basename "$wrk_log"))"
       fi
       [ "$alive" != yes ] && status=failed note="${note:+$note; }server after the load: $alive"
+      # Per request of the measured seconds: the server's context switches (every thread),
+      # and for goro its goroutine runs, steals and P hand-offs (the /metrics counters).
+      if [ "$w_ok" = 1 ] && [ "${w_requests:-0}" -gt 0 ]; then
+        note="${note:+$note; }ctx switches/req $(awk -v d=$((sw1 - sw0)) -v n="$w_requests" 'BEGIN { printf "%.3f", d / n }')"
+        if [ -n "$gc0" ] && [ -n "$gc1" ]; then
+          note="$note; $(awk -v a="$gc0" -v b="$gc1" -v n="$w_requests" 'BEGIN {
+            split(a, x, " "); split(b, y, " ")
+            printf "goro runs/req %.3f; steals/req %.4f; handoffs/req %.5f; threads %d",
+              (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n, y[4] }')"
+        fi
+      fi
       local sock=$((w_connect + w_read + w_write + w_timeout))
       csv_row "$peer" "$p" "$status" "$note" "$rps" "$(ms "$w_p50_us")" "$(ms "$w_p99_us")" \
         "$(ms "$w_max_us")" "$sock" "$w_status" \
