@@ -95,6 +95,19 @@ note_failed_tests() {
   why=$(grep -E -m 20 '(: Failure$|^Expected|^  Actual|Which is:|actual:|^==[0-9]+==ERROR|^SUMMARY: |runtime error:|WARNING: ThreadSanitizer|\*\*\*Timeout)' \
     "$log")
   [ -n "$why" ] && failures+=("$stage: why (first lines):" "$why")
+  # A timed-out test says nothing about why: the last lines it printed show where it was.
+  why=$(awk 'function flush(   i, from) {
+      if (!name) return
+      print name ": its last lines:"
+      from = n > 12 ? n - 12 : 0
+      for (i = from; i < n; i++) print "    " tail[i % 12]
+      name = ""
+    }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / || /tests passed, [0-9]+ tests failed/ { flush() }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*\*\*\*Timeout/ { name = $4; n = 0; next }
+    name { tail[n % 12] = $0; n++ }
+    END { flush() }' "$log")
+  [ -n "$why" ] && failures+=("$stage: timed out:" "$why")
   return 0
 }
 

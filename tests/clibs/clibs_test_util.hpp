@@ -28,7 +28,7 @@ namespace goro::clibs::testing {
 // connection string, or the Redis socket's path.
 class TestServer {
  public:
-  // kind: "pg" or "redis"; extra: more arguments for "start".
+  // kind: "pg", "redis" or "mariadb"; extra: more arguments for "start".
   explicit TestServer(std::string kind, std::string extra = "") : kind_(std::move(kind)) {
     char dir[] = "/tmp/goro-clibs-XXXXXX";
     if (::mkdtemp(dir) == nullptr) {
@@ -42,11 +42,15 @@ class TestServer {
       skip_reason_ = "cannot run " GORO_TEST_SERVERS_SCRIPT;
       return;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     char buf[512];
     while (std::fgets(buf, sizeof buf, out) != nullptr) address_ += buf;
     const int status = ::pclose(out);
     while (!address_.empty() && address_.back() == '\n') address_.pop_back();
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    // Where a slow test spent its time, in its output.
+    std::fprintf(stderr, "%s server start: exit %d after %.1f s\n", kind_.c_str(), code,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (code == 77) {
       skip_reason_ = kind_ + " server not installed (see the message above)";
     } else if (code != 0) {

@@ -63,10 +63,16 @@ using Result = std::unique_ptr<MYSQL_RES, ResultDeleter>;
 
 enum class Via { tcp, unix_socket };
 
-// A connection as the user goro, or one whose mysql_error says why there is none.
+// A connection as the user goro, or one whose mysql_error says why there is none. No
+// call on it waits forever: connecting, reading and writing each give up after 20 s
+// with an error (the library's own timeouts, which it keeps with poll's timeout).
 Mysql connect(Via via, const char* password = nullptr) {
   const Address a = address();
   Mysql m(mysql_init(nullptr));
+  const unsigned int seconds = 20;
+  mysql_options(m.get(), MYSQL_OPT_CONNECT_TIMEOUT, &seconds);
+  mysql_options(m.get(), MYSQL_OPT_READ_TIMEOUT, &seconds);
+  mysql_options(m.get(), MYSQL_OPT_WRITE_TIMEOUT, &seconds);
   if (via == Via::tcp) {
     mysql_real_connect(m.get(), a.host.c_str(), a.user.c_str(),
                        password ? password : a.password.c_str(), "mysql", a.port, nullptr, 0);
