@@ -47,6 +47,10 @@ std::string websocket_frame(std::string_view input);
 // protocol names, whole or in pieces.
 std::string grpc_message(std::string_view input);
 
+// Bytes as a Redis server's reply through goro::redis::ReplyParser: whole and in
+// pieces alike, and a parsed reply written back out parses the same.
+std::string redis_reply(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -60,6 +64,7 @@ inline constexpr Target targets[] = {
     {"http_url", http_url},
     {"tls_server", tls_server},
     {"websocket_frame", websocket_frame},
+    {"redis_reply", redis_reply},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

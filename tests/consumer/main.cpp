@@ -22,6 +22,11 @@
 #include "greeter.goro.grpc.hpp"
 #endif
 
+#if defined(CONSUMER_HAS_REDIS)
+#include <goro/net/listener.hpp>
+#include <goro/redis/redis.hpp>
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -101,6 +106,29 @@ static int check_grpc() {
 }
 #endif
 
+#if defined(CONSUMER_HAS_REDIS)
+// goro::redis against a stand-in server on loopback that answers every command "+PONG";
+// 0 when the client reads that back.
+static int check_redis() {
+  auto ln = goro::net::listen("tcp", "127.0.0.1:0");
+  if (!ln) return 1;
+  goro::go([&ln] {
+    auto c = ln->accept();
+    if (!c) return;
+    char buf[256];
+    while (c->read(buf, sizeof buf).value_or(0) > 0) (void)c->write("+PONG\r\n", 7);
+  });
+  goro::redis::Client redis({.address = ln->addr().to_string(), .pool_size = 1});
+  auto r = redis.command(goro::Context(), {"PING"});
+  if (!r || r->str != "PONG") {
+    std::printf("consumer: redis PING gave '%s'\n", r ? r->str.c_str() : r.error().what().c_str());
+    return 1;
+  }
+  std::printf("consumer: redis PING answered %s\n", r->str.c_str());
+  return 0;
+}
+#endif
+
 #if defined(CONSUMER_HAS_FRAMEWORK)
 // The option structs as the README writes them: designated initializers naming a few
 // fields. With -Wextra, g++ warns about any field left out that has no initializer of
@@ -165,6 +193,9 @@ int main() {
 #endif
 #if defined(CONSUMER_HAS_GRPC)
     if (check_grpc() != 0) return 1;
+#endif
+#if defined(CONSUMER_HAS_REDIS)
+    if (check_redis() != 0) return 1;
 #endif
     return 0;
   });
