@@ -25,18 +25,34 @@ namespace goro::clibs::testing {
 
 // A server started by scripts/test-servers.sh in a fresh temporary folder, stopped (and
 // the folder removed) by the destructor. address() is what the script printed: a libpq
-// connection string, or the Redis socket's path.
+// connection string, the Redis socket's path, MariaDB's host= port= ... line.
 class TestServer {
  public:
   // kind: "pg", "redis" or "mariadb"; extra: more arguments for "start".
-  explicit TestServer(std::string kind, std::string extra = "") : kind_(std::move(kind)) {
+  explicit TestServer(std::string kind, std::string extra = "")
+      : kind_(std::move(kind)), extra_(std::move(extra)) {
     char dir[] = "/tmp/goro-clibs-XXXXXX";
     if (::mkdtemp(dir) == nullptr) {
       skip_reason_ = "mkdtemp failed";
       return;
     }
     dir_ = dir;
-    const std::string cmd = script(kind_ + " start " + dir_ + " " + extra);
+    start();
+  }
+  ~TestServer() { stop(); }
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  // Stops the server and removes its folder; start() makes a new one in the same
+  // folder, at the same socket path: a restart, as its clients see it.
+  void stop() {
+    if (!dir_.empty()) std::system(script(kind_ + " stop " + dir_ + " >/dev/null 2>&1").c_str());
+  }
+  void start() {
+    address_.clear();
+    skip_reason_.clear();
+    error_.clear();
+    const std::string cmd = script(kind_ + " start " + dir_ + " " + extra_);
     FILE* out = ::popen(cmd.c_str(), "r");
     if (out == nullptr) {
       skip_reason_ = "cannot run " GORO_TEST_SERVERS_SCRIPT;
@@ -58,11 +74,6 @@ class TestServer {
           kind_ + " server did not start (exit " + std::to_string(code) + "; its log is above)";
     }
   }
-  ~TestServer() {
-    if (!dir_.empty()) std::system(script(kind_ + " stop " + dir_ + " >/dev/null 2>&1").c_str());
-  }
-  TestServer(const TestServer&) = delete;
-  TestServer& operator=(const TestServer&) = delete;
 
   bool ok() const { return skip_reason_.empty() && error_.empty(); }
   const std::string& skip_reason() const { return skip_reason_; }
@@ -73,7 +84,7 @@ class TestServer {
   static std::string script(const std::string& args) {
     return std::string(GORO_TEST_SERVERS_SCRIPT) + " " + args;
   }
-  std::string kind_, dir_, address_, skip_reason_, error_;
+  std::string kind_, extra_, dir_, address_, skip_reason_, error_;
 };
 
 // Skips the test when the server is not installed, fails it when it did not start.

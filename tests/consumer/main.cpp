@@ -27,6 +27,10 @@
 #include <goro/redis/redis.hpp>
 #endif
 
+#if defined(CONSUMER_HAS_PG)
+#include <goro/pg/pg.hpp>
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -129,6 +133,22 @@ static int check_redis() {
 }
 #endif
 
+#if defined(CONSUMER_HAS_PG)
+// goro::pg asked for a server that is not there: a clear error, not a hang or a crash;
+// 0 when it says so.
+static int check_pg() {
+  goro::pg::Pool db({.conninfo = "host=/nonexistent/goro-consumer dbname=x", .max_open = 1});
+  auto rows = db.query(goro::Context(), "SELECT $1::int", {42});
+  if (rows || rows.error() != std::errc::connection_refused) {
+    std::printf("consumer: pg query without a server gave %s\n",
+                rows ? "rows" : rows.error().what().c_str());
+    return 1;
+  }
+  std::printf("consumer: pg without a server: %s\n", rows.error().what().c_str());
+  return 0;
+}
+#endif
+
 #if defined(CONSUMER_HAS_FRAMEWORK)
 // The option structs as the README writes them: designated initializers naming a few
 // fields. With -Wextra, g++ warns about any field left out that has no initializer of
@@ -196,6 +216,9 @@ int main() {
 #endif
 #if defined(CONSUMER_HAS_REDIS)
     if (check_redis() != 0) return 1;
+#endif
+#if defined(CONSUMER_HAS_PG)
+    if (check_pg() != 0) return 1;
 #endif
     return 0;
   });

@@ -1,12 +1,9 @@
 // goro::redis::Client against a real redis-server (scripts/test-servers.sh, on a Unix
-// socket in a temporary folder), at 1 and 4 Ps: commands and typed replies, the
+// socket in a temporary folder, through tests/clibs' TestServer), at 1 and 4 Ps: commands and typed replies, the
 // server's errors with its words, pipelines, transactions, scripts, the pool's limit,
 // Contexts and timeouts, the server restarting under calls and subscriptions, and a
 // fake server that answers garbage.
 #include <goro/redis/redis.hpp>
-
-#include <stdlib.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +18,7 @@
 #include <goro/scheduler/select.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
+#include "clibs_test_util.hpp"
 #include "leak_check.hpp"
 
 namespace goro::redis {
@@ -28,60 +26,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A redis-server in its own folder; stop() and start() again keep its socket's path.
-class Server {
- public:
-  Server() {
-    char dir[] = "/tmp/goro-redis-XXXXXX";
-    if (::mkdtemp(dir) != nullptr) dir_ = std::string(dir) + "/server";
-    start();
-  }
-  ~Server() { stop(); }
-
-  void start() {
-    const std::string cmd = std::string(GORO_TEST_SERVERS_SCRIPT) + " redis start " + dir_;
-    FILE* out = ::popen(cmd.c_str(), "r");
-    if (out == nullptr) return;
-    char buf[512];
-    std::string printed;
-    while (std::fgets(buf, sizeof buf, out) != nullptr) printed += buf;
-    const int status = ::pclose(out);
-    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    while (!printed.empty() && printed.back() == '\n') printed.pop_back();
-    if (code_ == 0) socket_ = printed;
-  }
-  void stop() {
-    if (dir_.empty()) return;
-    const std::string cmd =
-        std::string(GORO_TEST_SERVERS_SCRIPT) + " redis stop " + dir_ + " >/dev/null 2>&1";
-    (void)std::system(cmd.c_str());
-  }
-  bool missing() const { return code_ == 77; }
-  bool ok() const { return code_ == 0; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  std::string dir_, socket_;
-  int code_ = -1;
-};
-
 // One server for the whole binary (stopping one takes redis-server a second or two).
-Server& the_server() {
-  static Server server;
+using clibs::testing::TestServer;
+
+TestServer& the_server() {
+  static TestServer server("redis");
   return server;
 }
 
 class RedisClient : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    if (server_.missing()) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)";
-    ASSERT_TRUE(server_.ok()) << "redis-server did not start (its log is above)";
+    GORO_REQUIRE_SERVER(server_);
     Client flush(options());
     ASSERT_TRUE(goro_run_flush(flush));
   }
   Options options() const {
     Options o;
-    o.address = "unix:" + server_.socket();
+    o.address = "unix:" + server_.address();
     return o;
   }
   void run(std::function<void()> body) {
@@ -95,7 +57,7 @@ class RedisClient : public ::testing::TestWithParam<int> {
     goro::run([&] { ok = static_cast<bool>(c.command(Context(), {"FLUSHALL"})); });
     return ok;
   }
-  Server& server_ = the_server();
+  TestServer& server_ = the_server();
 };
 
 std::string ms_since(std::chrono::steady_clock::time_point t0) {

@@ -66,8 +66,8 @@ inline std::error_code make_error_code(errc e) noexcept {
 struct Options {
   // "host:port" (an IP address or a name), or a Unix socket: "unix:/path" or "/path".
   std::string address = "127.0.0.1:6379";
-  std::string username;  // AUTH username password when password is set (ACL users)
-  std::string password;  // AUTH password when not empty
+  std::string username{};  // AUTH username password when password is set (ACL users)
+  std::string password{};  // AUTH password when not empty
   int db = 0;            // SELECT db when not 0
   int pool_size = 10;    // connections open at once, at most
   int max_idle = 10;     // idle connections kept, at most

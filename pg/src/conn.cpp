@@ -1,0 +1,256 @@
+// One libpq connection on goroutines. The pattern: connect with PQconnectStart and
+// PQconnectPoll, waiting on the socket for what each step asks; non-blocking mode; send
+// with PQsend* and PQflush; then, while PQisBusy, wait for the socket to be readable and
+// PQconsumeInput, collecting PQgetResult until it returns null. libpq reads once per
+// call, not until EAGAIN, so the watch is level-triggered (FdWatch's default).
+#include "conn.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <vector>
+
+#include <goro/scheduler/runtime.hpp>
+
+namespace goro::pg {
+
+namespace {
+
+std::string trimmed(const char* words) {
+  std::string s = words != nullptr ? words : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool by_context(std::error_code ec) {
+  return ec == context_errc::canceled || ec == context_errc::deadline_exceeded;
+}
+
+bool succeeded(const PGresult* r) {
+  const ExecStatusType s = PQresultStatus(r);
+  return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+}
+
+// libpq's notices (and the server's goodbye to an idle connection) are not printed.
+void ignore_notice(void*, const char*) {}
+
+}  // namespace
+
+Error server_error(const PGresult* res) {
+  const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+  std::string message = primary != nullptr ? primary : trimmed(PQresultErrorMessage(res));
+  std::vector<Error::Field> fields;
+  const std::pair<const char*, int> wanted[] = {
+      {"sqlstate", PG_DIAG_SQLSTATE},        {"detail", PG_DIAG_MESSAGE_DETAIL},
+      {"hint", PG_DIAG_MESSAGE_HINT},        {"severity", PG_DIAG_SEVERITY},
+      {"constraint", PG_DIAG_CONSTRAINT_NAME}, {"schema", PG_DIAG_SCHEMA_NAME},
+      {"table", PG_DIAG_TABLE_NAME},         {"column", PG_DIAG_COLUMN_NAME},
+  };
+  for (const auto& [name, code] : wanted) {
+    const char* v = PQresultErrorField(res, code);
+    if (v != nullptr && *v != '\0') fields.push_back({name, v});
+  }
+  return Error(errc::server_error, std::move(message), std::move(fields));
+}
+
+Conn::~Conn() {
+  watch.release();
+  if (pg != nullptr) PQfinish(pg);
+}
+
+Error Conn::failure(const char* step) {
+  broken = true;
+  const bool gone = pg == nullptr || PQstatus(pg) == CONNECTION_BAD;
+  const std::error_code code = std::make_error_code(gone ? std::errc::connection_reset
+                                                         : std::errc::io_error);
+  std::string words = pg != nullptr ? trimmed(PQerrorMessage(pg)) : std::string();
+  if (words.empty()) words = code.message();
+  return Error(code, "pg: " + std::string(step) + ": " + words);
+}
+
+Result<std::unique_ptr<Conn>, Error> Conn::connect(const Options& options, const Context& ctx) {
+  const std::pair<Context, CancelFunc> limit = with_timeout(ctx, options.connect_timeout);
+  const Context& limited = limit.first;
+  const CancelFunc& stop = limit.second;
+  auto conn = std::make_unique<Conn>();
+  conn->created = conn->last_used = Clock::now();
+  // With a host name libpq resolves it (getaddrinfo) inside PQconnectStart and
+  // PQconnectPoll: they may block.
+  conn->pg = goro::blocking([&] { return PQconnectStart(options.conninfo.c_str()); });
+  const auto refused = [&](std::string words) {
+    stop();
+    return Error(std::make_error_code(std::errc::connection_refused),
+                 "pg: connect: " + std::move(words));
+  };
+  if (conn->pg == nullptr) return refused("out of memory");
+  PQsetNoticeProcessor(conn->pg, ignore_notice, nullptr);
+  // As the libpq manual says: start as if the last poll had asked for writing.
+  PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+  while (status != PGRES_POLLING_OK) {
+    if (status == PGRES_POLLING_FAILED || PQstatus(conn->pg) == CONNECTION_BAD)
+      return refused(trimmed(PQerrorMessage(conn->pg)));
+    // While it tries the server's addresses libpq may close its socket and open
+    // another, perhaps under the same number.
+    const int fd = PQsocket(conn->pg);
+    if (!conn->watch.watches(fd)) {
+      conn->watch.release();
+      Result<net::FdWatch> w = net::FdWatch::open(fd);
+      if (!w) return refused("watching the socket: " + w.error().message());
+      conn->watch = std::move(*w);
+    }
+    const auto interest =
+        status == PGRES_POLLING_READING ? net::Interest::read : net::Interest::write;
+    if (std::error_code ec = conn->watch.wait(interest, limited)) {
+      stop();
+      if (ctx.err()) return Error(ctx.err(), "pg: connect: " + ctx.err().message());
+      if (by_context(ec))
+        return Error(std::make_error_code(std::errc::timed_out), "pg: connect: timed out");
+      return Error(ec, "pg: connect: " + ec.message());
+    }
+    status = goro::blocking([&] { return PQconnectPoll(conn->pg); });
+  }
+  if (PQsetnonblocking(conn->pg, 1) != 0) return refused(trimmed(PQerrorMessage(conn->pg)));
+  Result<ResultPtr, Error> tz = conn->run(limited, "SET TIME ZONE 'UTC'", {}, false);
+  stop();
+  if (!tz) return tz.error();
+  return conn;
+}
+
+std::error_code Conn::flush(const Context& ctx) {
+  for (;;) {
+    const int r = PQflush(pg);
+    if (r == 0) return {};
+    if (r < 0) return std::make_error_code(std::errc::io_error);
+    if (PQconsumeInput(pg) == 0) return std::make_error_code(std::errc::io_error);
+    if (std::error_code ec = watch.wait(net::Interest::write, ctx)) return ec;
+  }
+}
+
+std::error_code Conn::collect(const Context& ctx, ResultPtr& kept) {
+  for (;;) {
+    while (PQisBusy(pg) != 0) {
+      if (std::error_code ec = watch.wait(net::Interest::read, ctx)) return ec;
+      if (PQconsumeInput(pg) == 0) return std::make_error_code(std::errc::io_error);
+    }
+    ResultPtr r(PQgetResult(pg));
+    if (!r) return {};
+    // The server runs nothing after a refusal: the first one is the answer.
+    if (!kept || succeeded(kept.get())) kept = std::move(r);
+  }
+}
+
+bool Conn::cancel_on_server() {
+  PGcancel* cancel = PQgetCancel(pg);
+  if (cancel == nullptr) return false;
+  char words[256];
+  // A short blocking exchange with the server on a new connection.
+  const int sent = goro::blocking([&] { return PQcancel(cancel, words, sizeof words); });
+  PQfreeCancel(cancel);
+  if (sent == 0) return false;
+  auto [ctx, stop] = with_timeout(background(), kCancelDrainTimeout);
+  ResultPtr ignored;
+  const bool drained = !flush(ctx) && !collect(ctx, ignored);
+  stop();
+  return drained;
+}
+
+Error Conn::give_up(std::error_code ec, const Context& ctx) {
+  if (by_context(ec) && ctx.err()) {
+    if (!cancel_on_server()) broken = true;
+    return Error(ctx.err(), "pg: statement cancelled: " + ctx.err().message());
+  }
+  if (ec == std::errc::io_error) return failure("talking to the server");
+  broken = true;
+  return Error(ec, "pg: waiting for the server: " + ec.message());
+}
+
+template <class Send>
+Result<ResultPtr, Error> Conn::exchange(const Context& ctx, Send send) {
+  if (std::error_code e = ctx.err()) return Error(e, "pg: " + e.message());
+  if (send() == 0) return failure("sending a statement");
+  ResultPtr kept;
+  std::error_code ec = flush(ctx);
+  if (!ec) ec = collect(ctx, kept);
+  if (ec) return give_up(ec, ctx);
+  if (!kept) return failure("reading a result");
+  switch (PQresultStatus(kept.get())) {
+    case PGRES_COMMAND_OK:
+    case PGRES_TUPLES_OK:
+      return kept;
+    case PGRES_FATAL_ERROR:
+    case PGRES_NONFATAL_ERROR:
+      return server_error(kept.get());
+    default:
+      // COPY (its data would have to be sent or read next) and what else libpq may say.
+      broken = true;
+      return Error(errc::protocol_error, std::string("pg: unsupported result: ") +
+                                             PQresStatus(PQresultStatus(kept.get())));
+  }
+}
+
+Result<ResultPtr, Error> Conn::run(const Context& ctx, std::string_view sql,
+                                   std::span<const Value> params, bool prepare) {
+  if (broken || PQstatus(pg) != CONNECTION_OK) return failure("using a broken connection");
+  const std::string text(sql);
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const Value& v : params) values.push_back(v.is_null() ? nullptr : v.text().data());
+  const int n = static_cast<int>(values.size());
+  if (!prepare) {
+    if (n == 0) return exchange(ctx, [&] { return PQsendQuery(pg, text.c_str()); });
+    return exchange(ctx, [&] {
+      return PQsendQueryParams(pg, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+    });
+  }
+  for (int attempt = 0;; ++attempt) {
+    auto found = prepared.find(text);
+    if (found == prepared.end()) {
+      if (prepared.size() >= kMaxPrepared) {
+        return exchange(ctx, [&] {
+          return PQsendQueryParams(pg, text.c_str(), n, nullptr, values.data(), nullptr,
+                                   nullptr, 0);
+        });
+      }
+      const std::string name = "goro_" + std::to_string(next_statement++);
+      Result<ResultPtr, Error> made = exchange(
+          ctx, [&] { return PQsendPrepare(pg, name.c_str(), text.c_str(), n, nullptr); });
+      if (!made) return made.error();
+      found = prepared.emplace(text, name).first;
+    }
+    const std::string& name = found->second;
+    Result<ResultPtr, Error> r = exchange(ctx, [&] {
+      return PQsendQueryPrepared(pg, name.c_str(), n, values.data(), nullptr, nullptr, 0);
+    });
+    // The columns of a table changed under a prepared statement (ALTER TABLE): the server
+    // refuses to run it ("cached plan must not change result type"). Prepared anew it
+    // runs; outside a transaction (which the refusal would have aborted) at once.
+    if (r || r.error().field("sqlstate") != "0A000" ||
+        r.error().what().find("cached plan") == std::string::npos)
+      return r;
+    prepared.erase(found);
+    if (attempt > 0 || PQtransactionStatus(pg) != PQTRANS_IDLE) return r;
+  }
+}
+
+bool Conn::reusable() const noexcept {
+  return !broken && pg != nullptr && PQstatus(pg) == CONNECTION_OK &&
+         PQtransactionStatus(pg) == PQTRANS_IDLE;
+}
+
+bool Conn::alive() {
+  // What an idle connection may have been sent: a NOTICE, a parameter's new value, or
+  // the server's goodbye (an error) and then the end. Read it with libpq until nothing
+  // is left; a few rounds are enough for anything but a flood.
+  for (int round = 0; round < 8; ++round) {
+    if (PQstatus(pg) != CONNECTION_OK) return false;
+    char c;
+    const ssize_t n = ::recv(PQsocket(pg), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (PQconsumeInput(pg) == 0) return false;
+    while (PGnotify* stray = PQnotifies(pg)) PQfreemem(stray);
+  }
+  return false;
+}
+
+}  // namespace goro::pg
