@@ -132,7 +132,7 @@ WaitResult result_of(std::error_code ec) noexcept {
   if (!ec) return WaitResult::ready;
   if (ec == net::errc::timeout) return WaitResult::timeout;
   if (ec == net::errc::closed || ec == std::errc::bad_file_descriptor) return WaitResult::closed;
-  errno = ec.category() == std::generic_category() ? ec.value() : EIO;
+  set_errno(ec.category() == std::generic_category() ? ec.value() : EIO);
   return WaitResult::failed;
 }
 
@@ -211,6 +211,16 @@ bool on_goroutine() noexcept {
   if (!preload_runtime_found()) return false;
 #endif
   return rt::current_g() != nullptr && !in_forked_child.load(std::memory_order_relaxed);
+}
+
+[[gnu::noinline]] int errno_now() noexcept {
+  asm volatile("" ::: "memory");
+  return errno;
+}
+
+[[gnu::noinline]] void set_errno(int value) noexcept {
+  asm volatile("" ::: "memory");
+  errno = value;
 }
 
 bool make_nonblocking(int fd, FdState& st) noexcept {

@@ -69,6 +69,14 @@ void forget_fd(int fd) noexcept;
 // Whether the caller is a goroutine of a running goro::run.
 bool on_goroutine() noexcept;
 
+// errno of the thread running the caller now, read and set. glibc declares
+// __errno_location const, so a compiler may compute errno's address once in a function
+// and keep it across a call that parks; a goroutine that resumed on another thread would
+// then read or set the old thread's errno. These are not inlined: each call looks the
+// address up afresh. Every errno read or set after a possible park goes through them.
+int errno_now() noexcept;
+void set_errno(int value) noexcept;
+
 // Sets O_NONBLOCK underneath (kHookNonblock) if it is not yet. False if fcntl failed.
 bool make_nonblocking(int fd, FdState& st) noexcept;
 

@@ -32,7 +32,11 @@ std::int64_t timeout_of(const FdState& st, Interest interest) noexcept {
       .load(std::memory_order_relaxed);
 }
 
-bool would_block(long r) noexcept { return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK); }
+bool would_block(long r) noexcept {
+  if (r >= 0) return false;
+  const int e = errno_now();
+  return e == EAGAIN || e == EWOULDBLOCK;
+}
 
 // blocking_io's deadline: from the socket's SO_RCVTIMEO / SO_SNDTIMEO, now.
 constexpr std::int64_t kDeadlineFromTimeout = -1;
@@ -53,7 +57,7 @@ auto blocking_io(int fd, Interest interest, Op op,
       const int n = poll_thread(fd, interest, timeout);
       if (n < 0) return -1;  // EINTR, as the blocking call would
       if (n == 0) {
-        errno = EAGAIN;
+        set_errno(EAGAIN);
         return -1;
       }
     }
@@ -66,8 +70,8 @@ auto blocking_io(int fd, Interest interest, Op op,
     if (!would_block(r)) return r;
     switch (wait_socket(fd, *st, interest, deadline)) {
       case WaitResult::ready: break;
-      case WaitResult::timeout: errno = EAGAIN; return -1;
-      case WaitResult::closed: errno = EBADF; return -1;
+      case WaitResult::timeout: set_errno(EAGAIN); return -1;
+      case WaitResult::closed: set_errno(EBADF); return -1;
       case WaitResult::failed:
         if (poll_thread(fd, interest, 0) < 0) return -1;
         break;
@@ -118,7 +122,7 @@ int connect_result(int fd) noexcept {
   socklen_t len = sizeof err;
   if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -1;
   if (err != 0) {
-    errno = err;
+    set_errno(err);
     return -1;
   }
   return 0;
@@ -267,23 +271,23 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
     if (!goroutine) {
       const int n = poll_thread(fd, Interest::write, timeout);
       if (n != 0) return n < 0 ? -1 : 0;
-      errno = EINPROGRESS;
+      set_errno(EINPROGRESS);
       return -1;
     }
     switch (wait_socket(fd, *st, Interest::write, deadline)) {
       case WaitResult::ready: return 0;
-      case WaitResult::timeout: errno = EINPROGRESS; return -1;
-      case WaitResult::closed: errno = EBADF; return -1;
+      case WaitResult::timeout: set_errno(EINPROGRESS); return -1;
+      case WaitResult::closed: set_errno(EBADF); return -1;
       case WaitResult::failed: return poll_thread(fd, Interest::write, 0) < 0 ? -1 : 0;
     }
     return 0;
   };
   int r = libc::connect(fd, addr, len);
-  while (r < 0 && errno == EAGAIN) {
+  while (r < 0 && errno_now() == EAGAIN) {
     if (wait_writable() < 0) return -1;
     r = libc::connect(fd, addr, len);
   }
-  if (r == 0 || errno != EINPROGRESS) return r;
+  if (r == 0 || errno_now() != EINPROGRESS) return r;
   for (;;) {
     if (wait_writable() < 0) return -1;
     // A spurious wake-up leaves the connect in progress, and SO_ERROR 0 then too.

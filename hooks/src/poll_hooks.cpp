@@ -109,7 +109,7 @@ bool wait_for_any(pollfd* fds, nfds_t n, std::int64_t deadline) noexcept {
   cancel();
   helpers.wait();  // its acquire orders the helpers' stores before this load
   if (failed.load(std::memory_order_relaxed)) {
-    errno = EMFILE;
+    set_errno(EMFILE);
     return false;
   }
   return true;
@@ -200,7 +200,7 @@ int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timev
   }
   for (nfds_t i = 0; i < n; ++i) {
     if ((fds[i].revents & POLLNVAL) != 0) {
-      errno = EBADF;
+      goro::hooks::detail::set_errno(EBADF);
       return -1;
     }
   }

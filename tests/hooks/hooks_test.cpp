@@ -37,6 +37,19 @@ namespace {
   return errno;
 }
 
+// A call's result and the errno it left, read before anything else runs (an assertion
+// in between may change errno).
+struct Outcome {
+  long result;
+  int error;
+};
+template <class Call>
+Outcome outcome(Call call) {
+  errno = 0;
+  const long result = static_cast<long>(call());
+  return {result, errno_now()};
+}
+
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -149,9 +162,9 @@ TEST(Hooks, ZeroSleepsAndZeroTimeoutsReturnAtOnce) {
     EXPECT_EQ(::select(p.a + 1, &set, nullptr, nullptr, &tv), 0);
     EXPECT_LT(ms_since(t0), 50);
     const timespec bad{0, 2'000'000'000};
-    errno = 0;
-    EXPECT_EQ(::nanosleep(&bad, nullptr), -1);
-    EXPECT_EQ(errno, EINVAL);
+    const Outcome o = outcome([&] { return ::nanosleep(&bad, nullptr); });
+    EXPECT_EQ(o.result, -1);
+    EXPECT_EQ(o.error, EINVAL);
   });
 }
 
@@ -225,9 +238,9 @@ TEST(Hooks, SocketTimeoutsEndWaits) {
     ASSERT_EQ(::setsockopt(p.a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
     char c;
     const auto t0 = Clock::now();
-    errno = 0;
-    EXPECT_EQ(::read(p.a, &c, 1), -1);
-    EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << errno;
+    const Outcome o = outcome([&] { return ::read(p.a, &c, 1); });
+    EXPECT_EQ(o.result, -1);
+    EXPECT_TRUE(o.error == EAGAIN || o.error == EWOULDBLOCK) << o.error;
     const double ms = ms_since(t0);
     EXPECT_GE(ms, 99);
     EXPECT_LT(ms, 1000);
@@ -261,8 +274,8 @@ TEST(Hooks, DuplicatesAreTrackedAsTheOriginal) {
         EXPECT_EQ(::write(p.b, "2", 1), 1);
         wg.done();
       });
-      errno = 0;
-      EXPECT_EQ(::read(copy, &c, 1), 1) << errno;  // parks, not EAGAIN
+      const Outcome o = outcome([&] { return ::read(copy, &c, 1); });
+      EXPECT_EQ(o.result, 1) << o.error;  // parks, not EAGAIN
       wg.wait();
       ::close(copy);
     }
@@ -276,9 +289,9 @@ TEST(Hooks, NonBlockingSocketsAreTheUsers) {
     EXPECT_NE(::fcntl(p.a, F_GETFL) & O_NONBLOCK, 0);
     char c;
     const auto t0 = Clock::now();
-    errno = 0;
-    EXPECT_EQ(::read(p.a, &c, 1), -1);
-    EXPECT_EQ(errno, EAGAIN);
+    const Outcome o = outcome([&] { return ::read(p.a, &c, 1); });
+    EXPECT_EQ(o.result, -1);
+    EXPECT_EQ(o.error, EAGAIN);
     EXPECT_LT(ms_since(t0), 50);
     // Back to blocking, then FIONBIO: the user's view follows both.
     ASSERT_EQ(::fcntl(p.a, F_SETFL, ::fcntl(p.a, F_GETFL) & ~O_NONBLOCK), 0);
@@ -286,13 +299,15 @@ TEST(Hooks, NonBlockingSocketsAreTheUsers) {
     int on = 1;
     ASSERT_EQ(::ioctl(p.a, FIONBIO, &on), 0);
     EXPECT_NE(::fcntl(p.a, F_GETFL) & O_NONBLOCK, 0);
-    EXPECT_EQ(::recv(p.a, &c, 1, 0), -1);
-    EXPECT_EQ(errno, EAGAIN);
+    const Outcome by_fionbio = outcome([&] { return ::recv(p.a, &c, 1, 0); });
+    EXPECT_EQ(by_fionbio.result, -1);
+    EXPECT_EQ(by_fionbio.error, EAGAIN);
     // MSG_DONTWAIT on a blocking socket: that call only.
     on = 0;
     ASSERT_EQ(::ioctl(p.a, FIONBIO, &on), 0);
-    EXPECT_EQ(::recv(p.a, &c, 1, MSG_DONTWAIT), -1);
-    EXPECT_EQ(errno, EAGAIN);
+    const Outcome by_flag = outcome([&] { return ::recv(p.a, &c, 1, MSG_DONTWAIT); });
+    EXPECT_EQ(by_flag.result, -1);
+    EXPECT_EQ(by_flag.error, EAGAIN);
   });
 }
 
@@ -309,9 +324,9 @@ TEST_P(HooksTest, CloseFromAnotherGoroutineWakesAParkedRead) {
     });
     char c;
     const auto t0 = Clock::now();
-    errno = 0;
-    EXPECT_EQ(::read(fd, &c, 1), -1);
-    EXPECT_EQ(errno_now(), EBADF);
+    const Outcome o = outcome([&] { return ::read(fd, &c, 1); });
+    EXPECT_EQ(o.result, -1);
+    EXPECT_EQ(o.error, EBADF);
     EXPECT_GE(ms_since(t0), 45);
     wg.wait();
     p.a = -1;
@@ -343,9 +358,10 @@ TEST_P(HooksTest, ConnectAndAccept) {
     ::close(lfd);
     // The port is closed now: refused.
     const int refused = ::socket(AF_INET, SOCK_STREAM, 0);
-    errno = 0;
-    EXPECT_EQ(::connect(refused, reinterpret_cast<sockaddr*>(&addr), sizeof addr), -1);
-    EXPECT_EQ(errno_now(), ECONNREFUSED);
+    const Outcome o = outcome(
+        [&] { return ::connect(refused, reinterpret_cast<sockaddr*>(&addr), sizeof addr); });
+    EXPECT_EQ(o.result, -1);
+    EXPECT_EQ(o.error, ECONNREFUSED);
     ::close(refused);
   });
 }
@@ -408,9 +424,9 @@ TEST(Hooks, OffAGoroutineCallsAreLibcs) {
   const timeval tv{0, 50'000};
   ASSERT_EQ(::setsockopt(p.a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
   char c;
-  errno = 0;
-  EXPECT_EQ(::read(p.a, &c, 1), -1);
-  EXPECT_EQ(errno, EAGAIN);
+  const Outcome o = outcome([&] { return ::read(p.a, &c, 1); });
+  EXPECT_EQ(o.result, -1);
+  EXPECT_EQ(o.error, EAGAIN);
   const timeval none{0, 0};
   ASSERT_EQ(::setsockopt(p.a, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none), 0);
   // A goroutine reads: the socket becomes non-blocking underneath.
