@@ -103,7 +103,8 @@ GORO_DEPS_LOADTEST=(
   # protoc-gen-go-1-3 (plugins=grpc) of the test group, the generator that matches the
   # protobuf runtime (golang-github-golang-protobuf-1-3-dev) Debian's grpc-go 1.33 builds
   # against; protoc-gen-go 1.28 and protoc-gen-go-grpc need google.golang.org/protobuf.
-  golang-github-gomodule-redigo-dev  # redigo: the Go peer of goro::redis (loadtest/data/)
+  golang-github-gomodule-redigo-dev  # redigo and pgx v4: the Go peers of goro::redis and
+  golang-github-jackc-pgx-v4-dev     # goro::pg (loadtest/data/)
 )
 
 # Prints the packages of the given groups (build|test|loadtest|all), one per line.
