@@ -57,6 +57,25 @@ struct Link {
   std::size_t pos = 0;  // in[pos..] is unparsed
   Clock::time_point last_used{};
 
+  // Reads what the server sent next after the unparsed bytes, first dropping the parsed
+  // ones when they are all or most of the buffer. kServerClosed at the end of the stream.
+  std::error_code read_more() {
+    if (pos == in.size()) {
+      in.clear();
+      pos = 0;
+    } else if (pos > 0 && pos >= in.size() / 2) {
+      in.erase(0, pos);
+      pos = 0;
+    }
+    const std::size_t have = in.size();
+    in.resize(have + std::max<std::size_t>(16 * 1024, have));
+    Result<std::size_t> n = conn.read(in.data() + have, in.size() - have);
+    in.resize(have + (n ? *n : 0));
+    if (!n) return n.error();
+    if (*n == 0) return kServerClosed;
+    return {};
+  }
+
   // Writes wire, then reads count replies into out. std::error_code: ctx's, the
   // network's, kServerClosed, or errc::protocol_error with *why set.
   std::error_code exchange(const Options& o, const std::string& wire, std::size_t count,
@@ -84,19 +103,7 @@ struct Link {
           *why = std::move(p.why);
           return errc::protocol_error;
         }
-        if (pos == in.size()) {
-          in.clear();
-          pos = 0;
-        } else if (pos > 0 && pos >= in.size() / 2) {
-          in.erase(0, pos);
-          pos = 0;
-        }
-        const std::size_t have = in.size();
-        in.resize(have + std::max<std::size_t>(16 * 1024, have));
-        Result<std::size_t> n = conn.read(in.data() + have, in.size() - have);
-        in.resize(have + (n ? *n : 0));
-        if (!n) return n.error();
-        if (*n == 0) return kServerClosed;
+        if (std::error_code ec = read_more()) return ec;
       }
     }
     if (pos == in.size()) {
@@ -509,15 +516,7 @@ struct Subscription::Loop {
         ReplyParser::Parsed p = parser.parse(std::string_view(link->in).substr(link->pos));
         if (p.status == ReplyParser::Status::bad) break;
         if (p.status == ReplyParser::Status::need_more) {
-          if (link->pos == link->in.size()) {
-            link->in.clear();
-            link->pos = 0;
-          }
-          const std::size_t have = link->in.size();
-          link->in.resize(have + 16 * 1024);
-          Result<std::size_t> n = link->conn.read(link->in.data() + have, 16 * 1024);
-          link->in.resize(have + (n ? *n : 0));
-          if (!n || *n == 0) break;
+          if (link->read_more()) break;
           continue;
         }
         link->pos += p.used;
