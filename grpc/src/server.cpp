@@ -78,7 +78,13 @@ class ServerCallImpl final : public ServerCall, public ServerContext {
       if (!d)
         return Status(StatusCode::internal,
                       "grpc: malformed grpc-timeout: " + std::string(timeout));
-      deadline_ = std::chrono::steady_clock::now() + *d;
+      // Counted from the call's arrival when the server knows it: a call that waited
+      // past its deadline before reaching here is not worth running.
+      const auto arrived = req_.received_at();
+      deadline_ = (arrived.time_since_epoch().count() != 0 ? arrived
+                                                           : std::chrono::steady_clock::now()) +
+                  *d;
+      if (past_deadline()) return deadline_exceeded_status();
     }
     // A unary handler that never asks for its context costs no context; a streaming one
     // may ask from two goroutines at once, so it gets one now.

@@ -85,6 +85,9 @@ void Conn::operator delete(void* p, std::size_t size) noexcept { goro::pool_free
 
 bool Conn::start_on(Wake what, const WakeCall& call) { return fd_ && fd_->start_on(what, call); }
 bool Conn::cancel_start(Wake what) { return fd_ && fd_->cancel_start(what); }
+std::chrono::steady_clock::time_point Conn::readable_at() const {
+  return fd_ ? fd_->readable_at() : std::chrono::steady_clock::time_point();
+}
 
 Addr Conn::remote_addr() const { return fd_ ? fd_->remote_addr() : Addr(); }
 Addr Conn::local_addr() const { return fd_ ? fd_->local_addr() : Addr(); }

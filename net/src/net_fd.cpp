@@ -157,6 +157,15 @@ bool NetFd::start_on(Wake what, const WakeCall& call) {
   return true;
 }
 
+std::chrono::steady_clock::time_point NetFd::readable_at() const {
+  // Const for callers; the reference count is bookkeeping, not state. The reference
+  // keeps a concurrent close from taking pd_ away while it is read.
+  NetFd& self = const_cast<NetFd&>(*this);
+  OpGuard guard(self, OpGuard::ref);
+  const std::int64_t at = guard.held() && pd_ != nullptr ? rt::poll_read_ready_at(pd_) : 0;
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(at));
+}
+
 bool NetFd::cancel_start(Wake what) {
   // Only the hang-up start can be taken back: a readable one ends with the stream.
   if (what != Wake::hangup) return false;

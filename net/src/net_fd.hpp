@@ -81,6 +81,8 @@ class NetFd : public goro::Pooled {
   bool cancel_start(Wake what);
   // Whether a poll without waiting reports a hang-up or an error; false once closed.
   bool peer_closed() const;
+  // Stream::readable_at.
+  std::chrono::steady_clock::time_point readable_at() const;
   std::error_code set_deadline(Deadline d, IoMode mode);
   std::error_code set_option(int level, int name, const void* value, socklen_t len);
   std::error_code set_option(int level, int name, int value) {

@@ -603,6 +603,10 @@ bool TlsConn::start_on(Wake what, const WakeCall& call) {
   return what == Wake::hangup && impl_ && impl_->inner->start_on(what, call);
 }
 
+std::chrono::steady_clock::time_point TlsConn::readable_at() const {
+  return impl_ ? impl_->inner->readable_at() : std::chrono::steady_clock::time_point();
+}
+
 bool TlsConn::cancel_start(Wake what) {
   return what == Wake::hangup && impl_ && impl_->inner->cancel_start(what);
 }

@@ -120,6 +120,9 @@ class PollDesc : public goro::Pooled {
   std::atomic<bool> hangup{false};  // epoll reported rdhup, hup, err or pri
   std::atomic<bool> rd_expired{false};
   std::atomic<bool> wd_expired{false};
+  // When a poll last returned the descriptor readable (nanotime; 0: never since
+  // poll_open). Relaxed: a timestamp for whoever asks, ordered with nothing.
+  std::atomic<std::int64_t> read_ready_at{0};
   // The G whose waits poll_interrupt interrupted, until poll_clear_interrupt.
   std::atomic<G*> r_interrupted{nullptr};
   std::atomic<G*> w_interrupted{nullptr};
@@ -351,6 +354,7 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
   *count = 0;
   G* list = nullptr;
   G** tail = &list;
+  const std::int64_t polled_at = n > 0 ? nanotime() : 0;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t data = events[i].data.u64;
     auto* pd = reinterpret_cast<PollDesc*>(static_cast<std::uintptr_t>(data & kAddrMask));
@@ -378,6 +382,7 @@ G* netpoll_ready(const struct epoll_event* events, int n, bool take_break, int* 
     if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
       pd->hangup.store(true, std::memory_order_seq_cst);
     G* gs[3] = {nullptr, nullptr, nullptr};
+    if (ev & EPOLLIN) pd->read_ready_at.store(polled_at, std::memory_order_relaxed);
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI))
       gs[0] = start_or_g(pd, unblock(pd, IoMode::read, true));
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) gs[1] = unblock(pd, IoMode::write, true);
@@ -418,6 +423,7 @@ PollDesc* poll_open(int fd) {
   pd->fd = fd;
   pd->rg.store(kEmpty);
   pd->wg.store(kEmpty);
+  pd->read_ready_at.store(0, std::memory_order_relaxed);
   pd->closing.store(false);
   pd->hangup.store(false);
   pd->rd_expired.store(false);
@@ -623,6 +629,10 @@ std::uint64_t poll_event_data(PollDesc* pd) {
 }
 
 bool poll_hangup_or_urgent_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
+
+std::int64_t poll_read_ready_at(const PollDesc* pd) {
+  return pd->read_ready_at.load(std::memory_order_relaxed);
+}
 
 bool poll_deadline_expired(const PollDesc* pd, IoMode mode) {
   return (mode == IoMode::read ? pd->rd_expired : pd->wd_expired).load(std::memory_order_acquire);

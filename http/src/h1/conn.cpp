@@ -246,6 +246,12 @@ bool Exchange::serve_requests(bool first, bool resumed) {
 // on, the head has read_header_timeout.
 Exchange::Head Exchange::read_head(bool first, bool resumed) {
   bool waiting_idle = parser_.buffered() == 0;
+  // When the request's first bytes arrived, for Request::received_at: the netpoller's
+  // stamp of the readiness this wait ended on: one it made during the wait, or the one
+  // that started this goroutine. A stamp older than the wait belongs to earlier bytes.
+  const std::chrono::steady_clock::time_point seen_before =
+      waiting_idle ? stream_.readable_at() : std::chrono::steady_clock::time_point();
+  std::chrono::steady_clock::time_point arrived{};
   if (waiting_idle && !conn_.set_idle(true)) return Head::ended;
   // Set before the first read: a pipelined head that is already buffered needs none.
   bool deadline_set = resumed;
@@ -300,6 +306,7 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
       // answer could not be written, so the request is not served (the client sees the
       // connection close without an answer, as when it lost the race to an idle close).
       waiting_idle = false;
+      if (const auto seen = stream_.readable_at(); resumed || seen != seen_before) arrived = seen;
       if (!conn_.set_idle(false)) return Head::ended;
       if (!first) {
         head_deadline = deadline_in(options_.read_header_timeout);
@@ -308,6 +315,7 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     }
   }
   if (waiting_idle && !conn_.set_idle(false)) return Head::ended;
+  request_.set_received_at(arrived);
   return Head::ready;
 }
 

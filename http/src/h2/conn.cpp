@@ -269,7 +269,10 @@ void H2Conn::serve() {
         if (dead_) break;
         stream_.set_read_deadline(read_deadline());
       }
+      const std::chrono::steady_clock::time_point seen_before = stream_.readable_at();
       Result<std::size_t> n = stream_.read(buffer.get(), kReadBuffer);
+      const std::chrono::steady_clock::time_point seen = stream_.readable_at();
+      read_arrived_ = seen != seen_before ? seen : std::chrono::steady_clock::time_point();
       if (!n && net::is_timeout(n.error())) {
         std::lock_guard lock(mu_);
         // Idle too long (with the preface in): GOAWAY, then the writer ends it.

@@ -234,6 +234,10 @@ class H2Conn final : public Engine {
   net::Stream& stream_;
   const std::string_view remote_;
   std::string early_;
+  // When the bytes of the last read arrived (net::Stream::readable_at), or the epoch when
+  // the netpoller had not stamped them: the received_at of the requests they start.
+  // Written by the reader before it feeds nghttp2, read by the streams it starts then.
+  std::chrono::steady_clock::time_point read_arrived_{};
   goro::WaitGroup goroutines_;  // the writer and every handler
   goro::Chan<int> writer_wake_{1};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

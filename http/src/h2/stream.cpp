@@ -249,6 +249,7 @@ void H2Stream::start() {
     return respond_now(status::bad_request, "invalid percent-encoding in the request path");
   RequestAccess::set_origin(request_, conn_.remote_, 2, 0,
                             declared_length_ >= 0 ? declared_length_ : (body_complete_ ? 0 : -1));
+  request_.set_received_at(conn_.read_arrived_);
   writer_.begin(this, method_ == "HEAD", options.write_buffer_size);
   read_deadline_ = deadline_in(options.read_body_timeout);
   write_deadline_ = deadline_in(options.write_timeout);

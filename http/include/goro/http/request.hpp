@@ -1,6 +1,7 @@
 // goro::http::Request — a request as a handler sees it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -103,6 +104,15 @@ class Request {
   // The client's address, "ip:port".
   std::string_view remote_addr() const noexcept { return remote_addr_; }
 
+  // When the request's first bytes arrived: the time the netpoller saw them on the
+  // connection's socket (net::Stream::readable_at), so that now() minus it is how long
+  // the request waited to be served (HTTP/2: the read that brought its HEADERS). The
+  // epoch when that is not known: a request whose bytes were read before the netpoller
+  // looked (pipelined, or sent while the last one was being answered), a stream goro did
+  // not make.
+  std::chrono::steady_clock::time_point received_at() const noexcept { return received_at_; }
+  void set_received_at(std::chrono::steady_clock::time_point t) noexcept { received_at_ = t; }
+
   // The value the router matched for wildcard `name` in its pattern ("{id}"); empty
   // when there is none.
   std::string_view path_value(std::string_view name) const noexcept;
@@ -147,6 +157,7 @@ class Request {
   std::span<const HeaderField> headers_;
   int version_major_ = 1, version_minor_ = 1;
   std::int64_t content_length_ = 0;
+  std::chrono::steady_clock::time_point received_at_{};
   BodyReader* body_ = nullptr;
   detail::RequestHost* host_ = nullptr;
   std::string decoded_path_;

@@ -66,6 +66,7 @@ class Conn final : public Stream {
   Addr local_addr() const override;
   bool start_on(Wake what, const WakeCall& call) override;
   bool cancel_start(Wake what) override;
+  std::chrono::steady_clock::time_point readable_at() const override;
 
   // The socket descriptor (-1 when not open); for setsockopt and friends.
   int fd() const noexcept;

@@ -128,6 +128,12 @@ class Stream {
     (void)what;
     return false;
   }
+
+  // When the netpoller last saw bytes arrive on the stream's socket (every arrival is
+  // stamped, whether a goroutine waits for it or not), on the steady clock; the epoch
+  // when it has not yet, or on a stream goro did not make. A server reads it as the
+  // time a request arrived, to see how long the request waited before it was served.
+  virtual std::chrono::steady_clock::time_point readable_at() const { return {}; }
 };
 
 // Runs op (a call, or several, on stream s in direction mode) so that ctx's cancellation

@@ -140,6 +140,7 @@ class TlsConn final : public Stream {
   // bytes may wait in the TLS stream where no poll sees them).
   bool start_on(Wake what, const WakeCall& call) override;
   bool cancel_start(Wake what) override;
+  std::chrono::steady_clock::time_point readable_at() const override;
 
   // After the handshake: the ALPN protocol agreed ("" if none), the SNI name the
   // client sent ("" if none; on a client, the name it sent), and "TLSv1.3" etc.

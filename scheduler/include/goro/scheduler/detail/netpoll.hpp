@@ -93,6 +93,10 @@ bool poll_cancel_start_on_hangup(PollDesc* pd);
 // after a read that came back short, with no edge to announce it. Sticky.
 bool poll_hangup_or_urgent_seen(PollDesc* pd);
 
+// When a poll last returned the descriptor readable (a nanotime()), 0 when none has
+// since poll_open. Every edge is stamped, whether a goroutine waits or not.
+std::int64_t poll_read_ready_at(const PollDesc* pd);
+
 // Sets the deadline of mode read, write or both: an absolute nanotime(), 0 for none,
 // or a time in the past (waits then return timeout at once). A G already parked sees
 // the new deadline. A deadline that passes is expired by a timer, so it is seen up to
