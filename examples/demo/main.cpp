@@ -45,6 +45,7 @@
 #include "helloworld.goro.grpc.hpp"
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -235,12 +236,18 @@ int main(int argc, char** argv) {
   const std::string& root = flags.add("root", "", "serve the files under `DIR` at /static/");
   const bool& debug = flags.add("debug", false, "serve goroutine dumps under /debug/goro/");
   const bool& h2c = flags.add("h2c", false, "serve HTTP/2 with prior knowledge on plain TCP");
+  const bool& shed = flags.add("shed", false,
+                               "shed load past capacity: 503 + Retry-After from an adaptive "
+                               "concurrency limit (goro/http/overload.hpp)");
+  const std::int64_t& max_conns =
+      flags.add("max-connections", std::int64_t{0}, "connections open at most (0: no limit)");
   if (std::optional<int> exit = app.parse()) return *exit;
   if (!app.args().empty()) {
     app.log("unexpected argument '" + app.args()[0] + "' (see goro-demo --help)");
     return 2;
   }
   app.options().server.enable_h2c = h2c;
+  app.options().server.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(max_conns, 0));
   RequestCounts counts;
 #if GORO_DEMO_GRPC
   Greeter greeter;
@@ -254,8 +261,12 @@ int main(int argc, char** argv) {
 #endif
     // Every request is counted and timed for /metrics (the middleware goes first, so it
     // sees what recover answers).
-    return http::chain(routes,
-                       {http::metrics::instrument(), count_requests(counts), http::recover()});
+    routes = http::chain(routes,
+                         {http::metrics::instrument(), count_requests(counts), http::recover()});
+    // Outermost: a shed request costs no more than its 503 (it is counted by
+    // http_server_shed_requests_total, not by the request metrics).
+    if (shed) routes = http::chain(routes, {http::limit_concurrency(http::ConcurrencyLimiter::adaptive())});
+    return routes;
   });
   if (code == 0) {
     std::printf("goro-demo: stopped: %llu requests handled, %llu cut off\n",

@@ -37,6 +37,9 @@ struct RequestAccess {
   }
   // The exchange req came from; nullptr for one made from parts without it.
   static RequestHost* host(Request& req) { return req.host_; }
+  // Whether req's context exists yet (context() makes it on first use, which arms the
+  // connection's hang-up wake-up): what only a context can hold is absent without one.
+  static bool context_made(const Request& req) { return req.ctx_ready_; }
 };
 
 // send_error for goro's own handlers: status with body (their text since before

@@ -111,6 +111,9 @@ void Exchange::shape_reply(FrameworkReply& reply) { detail::shape_reply(server()
 const goro::ContextKey<std::string> request_id_key{"goro.http.request-id"};
 
 std::string_view request_id_of(Request& req) {
+  // An id is put on the context by set_context, so a request whose context was never
+  // made has none: no need to make one (an error reply, a shed request, stays cheap).
+  if (!detail::RequestAccess::context_made(req)) return {};
   const std::string* id = req.context().value(request_id_key);
   return id != nullptr ? std::string_view(*id) : std::string_view();
 }

@@ -91,6 +91,18 @@ bool transient_accept_error(std::error_code ec) {
          ec == std::errc::protocol_error || ec == std::errc::interrupted;
 }
 
+// Waits while the server has max connections open; false once it is shutting down.
+// Several listeners of one server each check before their accept, so together they may
+// pass the limit by one connection per listener beyond the first, for a moment.
+bool wait_for_room(Server::Impl& impl, std::size_t max) {
+  std::unique_lock lock(impl.mu);
+  if (impl.conns.size() >= max && !impl.shutting_down) {
+    detail::stats_shard().accept_waits.fetch_add(1, std::memory_order_relaxed);
+    impl.room.wait(lock, [&] { return impl.conns.size() < max || impl.shutting_down; });
+  }
+  return !impl.shutting_down;
+}
+
 template <class L, class Wrap>
 std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listener,
                             net::Listener& inner, bool tls, Wrap wrap) {
@@ -100,7 +112,12 @@ std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listen
     impl->listeners.insert(&inner);
   }
   std::error_code result;
+  const std::size_t max = impl->options.max_connections;
   for (;;) {
+    if (max != 0 && !wait_for_room(*impl, max)) {
+      result = errc::server_closed;
+      break;
+    }
     auto conn = listener.accept();
     if (conn) {
       start_conn(impl, wrap(std::move(*conn)), tls);
@@ -148,6 +165,7 @@ std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline)
     impl_->shutting_down = true;
     impl_->closing.store(true, std::memory_order_seq_cst);
     for (net::Listener* l : impl_->listeners) l->close();
+    impl_->room.broadcast();
     impl_->conns.for_each([](detail::Connection* c) {
       if (c->idle()) {
         c->close_stream();
@@ -319,6 +337,10 @@ Connection::~Connection() {
   {
     std::lock_guard lock(server_->mu);
     server_->conns.erase(this);
+    if (server_->options.max_connections != 0 &&
+        server_->conns.size() < server_->options.max_connections) {
+      server_->room.signal();
+    }
     if (server_->shutting_down && server_->conns.empty() && server_->drained) {
       server_->drained->close();
       server_->drained.reset();
@@ -455,6 +477,8 @@ ServerStats server_stats() {
     s.bytes_received += shard.bytes_in.load(std::memory_order_relaxed);
     s.bytes_sent += shard.bytes_out.load(std::memory_order_relaxed);
     s.requests_total += shard.requests.load(std::memory_order_relaxed);
+    s.accept_waits += shard.accept_waits.load(std::memory_order_relaxed);
+    s.requests_shed += shard.shed.load(std::memory_order_relaxed);
   }
   s.connections_open = s.connections_total > closed ? s.connections_total - closed : 0;
   return s;

@@ -13,6 +13,7 @@
 #include <goro/http/server.hpp>
 #include <goro/net/listener.hpp>
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/cond.hpp>
 #include <goro/scheduler/mutex.hpp>
 
 namespace goro::http {
@@ -56,6 +57,9 @@ struct Server::Impl {
   // shutting_down, readable without mu; seq_cst against Connection::idle_ (set_idle).
   std::atomic<bool> closing{false};
   std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
+  // Signalled when a connection ends below options.max_connections, and at shutdown:
+  // where the accept loops wait at the limit.
+  goro::Cond room;
 
   void log_error(std::string_view message) const {
     if (options.error_log) {
@@ -76,6 +80,7 @@ extern const goro::ContextKey<Context> shutdown_key;
 // is a statistic, ordered with nothing else.
 struct alignas(64) StatsShard {
   std::atomic<std::uint64_t> opened{0}, closed{0}, bytes_in{0}, bytes_out{0}, requests{0};
+  std::atomic<std::uint64_t> accept_waits{0}, shed{0};
 };
 StatsShard& stats_shard();
 

@@ -238,6 +238,12 @@ void register_server_metrics(Registry& registry) {
       Kind::counter, &ServerStats::bytes_sent);
   add("http_server_requests_total", "HTTP requests handed to a handler, every protocol.",
       Kind::counter, &ServerStats::requests_total);
+  add("http_server_accept_waits_total",
+      "Times an accept loop waited because max_connections were open.", Kind::counter,
+      &ServerStats::accept_waits);
+  add("http_server_shed_requests_total",
+      "HTTP requests turned away by limit_concurrency (503) or rate_limit (429).",
+      Kind::counter, &ServerStats::requests_shed);
 }
 
 }  // namespace goro::http::metrics

@@ -103,6 +103,13 @@ struct ServerOptions {
   // a new stream while this many handlers still run is refused (REFUSED_STREAM).
   std::uint32_t http2_max_concurrent_streams = 250;
 
+  // Connections open at once (accepted, or passed to serve_conn); zero: no limit. At the
+  // limit the accept loops wait for one to close, and new connections wait in the
+  // kernel's listen backlog (accept backpressure, as Go's netutil.LimitListener): the
+  // connections already open keep their speed. http_server_accept_waits_total on
+  // /metrics counts the waits. overload.hpp has the limits on requests.
+  std::size_t max_connections = 0;
+
   // Stack of each connection goroutine; zero: the runtime's default (goro::Config).
   std::size_t stack_size = 0;
   // Where a handler's exception is reported; empty: one line on stderr.
@@ -176,6 +183,8 @@ struct ServerStats {
   std::uint64_t bytes_received = 0;     // read from clients: heads and bodies
   std::uint64_t bytes_sent = 0;         // written to clients: heads and bodies
   std::uint64_t requests_total = 0;     // requests handed to a handler, every protocol
+  std::uint64_t accept_waits = 0;  // an accept loop waited at ServerOptions::max_connections
+  std::uint64_t requests_shed = 0;  // turned away by limit_concurrency or rate_limit
 };
 ServerStats server_stats();
 

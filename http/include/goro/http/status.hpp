@@ -31,6 +31,7 @@ inline constexpr int payload_too_large = 413;
 inline constexpr int uri_too_long = 414;
 inline constexpr int range_not_satisfiable = 416;
 inline constexpr int expectation_failed = 417;
+inline constexpr int too_many_requests = 429;
 inline constexpr int request_header_fields_too_large = 431;
 inline constexpr int internal_server_error = 500;
 inline constexpr int not_implemented = 501;
