@@ -11,6 +11,16 @@
 //   GET /debug/goro/trace?seconds=N      what the scheduler did for the next N seconds
 //                                        (default 1, at most 60), as Chrome trace-event
 //                                        JSON for ui.perfetto.dev
+//   GET /debug/goro/pprof/               the pprof profiles offered, and why there is no heap
+//   GET /debug/goro/pprof/profile?seconds=N
+//                                        a CPU profile of the whole process, sampled at
+//                                        100 Hz per thread for N seconds (default 30, at
+//                                        most 60), in pprof's format (gzip-compressed
+//                                        profile.proto, symbolized), for
+//                                        go tool pprof http://HOST/debug/goro/pprof/profile
+//                                        One at a time: a second one meanwhile gets 503.
+//                                        docs/design.md, "CPU profiles", has the limits.
+//   GET /debug/goro/pprof/goroutine      the goroutines' stacks as Go's goroutine profile
 //
 // Stacks and internals are not for the open Internet: mount these on a listener bound to
 // 127.0.0.1 or a private network, or behind authentication middleware.
