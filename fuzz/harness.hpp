@@ -51,6 +51,14 @@ std::string grpc_message(std::string_view input);
 // pieces alike, and a parsed reply written back out parses the same.
 std::string redis_reply(std::string_view input);
 
+// An X-Forwarded-For value through forwarded_address (the rate_limit key parser),
+// checked against a plain reading of the field.
+std::string rate_limit_key(std::string_view input);
+
+// A W3C traceparent value (against a reading written differently) and tracestate
+// header lines (the kept list within the spec's limits, made of the input's members).
+std::string trace_context(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -65,6 +73,8 @@ inline constexpr Target targets[] = {
     {"tls_server", tls_server},
     {"websocket_frame", websocket_frame},
     {"redis_reply", redis_reply},
+    {"trace_context", trace_context},
+    {"rate_limit_key", rate_limit_key},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

@@ -1,11 +1,14 @@
-// The server interceptors goro::grpc ships: one log line per call, and per-method
-// metrics on the http::metrics registry (what /metrics exports).
+// The server interceptors goro::grpc ships: one log line per call, per-method metrics
+// on the http::metrics registry (what /metrics exports), and W3C trace context.
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <goro/grpc/server.hpp>
 #include <goro/http/metrics.hpp>
+#include <goro/http/trace.hpp>
 
 namespace goro::grpc {
 
@@ -83,6 +86,30 @@ ServerInterceptor metrics_interceptor() {
     families.seconds.with_labels({name, service, type})
         .observe(std::chrono::steady_clock::now() - start);
     families.handled.with_labels({name, service, type, status_code_name(status.code())}).inc();
+    return status;
+  };
+}
+
+ServerInterceptor trace_interceptor(http::TraceOptions options) {
+  auto exporter = options.exporter
+                      ? std::make_shared<const http::SpanExporter>(std::move(options.exporter))
+                      : nullptr;
+  const bool sample_new = options.sample_new_traces;
+  return [exporter, sample_new](ServerContext& ctx, const MethodInfo& method,
+                                const std::function<Status()>& next) {
+    const auto start = std::chrono::system_clock::now();
+    const Metadata& md = ctx.client_metadata();
+    std::vector<std::string_view> states = md.values("tracestate");
+    http::Trace t = http::continue_trace(md.get("traceparent"), states, sample_new);
+    t.exporter = exporter;
+    const Context outer = ctx.context();
+    ctx.set_context(with_value(outer, http::trace_key, t));
+    Status status = next();
+    ctx.set_context(outer);
+    std::string_view name = method.full_name;
+    if (!name.empty() && name[0] == '/') name.remove_prefix(1);
+    http::end_span(t, http::SpanKind::server, std::string(name), start,
+                   static_cast<int>(status.code()));
     return status;
   };
 }

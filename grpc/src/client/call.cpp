@@ -37,6 +37,7 @@
 #include <string>
 
 #include <goro/http/errors.hpp>
+#include <goro/http/trace.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/mutex.hpp>
 
@@ -199,6 +200,15 @@ Status ClientCall::Impl::start() {
     } else {
       h.add(field.name, field.value);
     }
+  }
+  // A call under a traced context is a client span of that trace, unless the caller
+  // sends a traceparent of its own.
+  if (const http::Trace* trace = http::trace_of(ctx.call_context);
+      trace != nullptr && !ctx.metadata.has("traceparent")) {
+    ctx.span = http::child_of(*trace);
+    ctx.span_name = method.full_name.substr(method.full_name.empty() ? 0 : 1);
+    ctx.span_start = std::chrono::system_clock::now();
+    http::inject(*ctx.span, h);
   }
 
   Result<std::unique_ptr<http::ClientStream>> opened = channel.http.open_stream(request);

@@ -10,6 +10,7 @@
 
 #include <goro/grpc/client.hpp>
 #include <goro/http/client.hpp>
+#include <goro/http/trace.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace goro::grpc {
@@ -47,6 +48,11 @@ struct ClientContext::Impl {
   std::function<void(const Status&)> on_finish;
   std::string peer;
   bool used = false;
+  // The call's client span when its context carries a trace (http/trace.hpp): set when
+  // the call starts, reported to the trace's exporter when it finishes.
+  std::optional<http::Trace> span;
+  std::string span_name;
+  std::chrono::system_clock::time_point span_start{};
 
   // The deadline the call runs under: the earlier of ours and the parent's.
   std::optional<std::chrono::steady_clock::time_point> effective_deadline() const {
@@ -55,8 +61,13 @@ struct ClientContext::Impl {
     if (!parent) return deadline;
     return std::min(*deadline, *parent);
   }
-  // Reports the final status to on_finish, once.
+  // Reports the final status to on_finish, and the span to its exporter, once.
   void finished(const Status& status) {
+    if (span) {
+      http::end_span(*span, http::SpanKind::client, std::move(span_name), span_start,
+                     static_cast<int>(status.code()));
+      span.reset();
+    }
     if (on_finish) {
       auto fn = std::move(on_finish);
       on_finish = nullptr;

@@ -1,24 +1,25 @@
 #include <goro/http/middleware.hpp>
 
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <goro/http/errors.hpp>
 #include <goro/http/headers.hpp>
 #include <goro/http/response_controller.hpp>
 #include <goro/http/status.hpp>
+#include <goro/http/trace.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/mutex.hpp>
@@ -26,34 +27,10 @@
 #include <goro/scheduler/select.hpp>
 
 #include "access.hpp"
+#include "trace/log_line.hpp"
 
 namespace goro::http {
 namespace {
-
-// Writes line and its newline to fd in one write(2), off the P: two calls (fwrite, then
-// fputc) let another thread's line in between, and lines ran together under load.
-void write_whole_line(int fd, std::string_view line) {
-  std::string out;
-  out.reserve(line.size() + 1);
-  out.append(line).push_back('\n');
-  goro::blocking([&] {
-    std::string_view rest = out;
-    while (!rest.empty()) {
-      const ssize_t n = ::write(fd, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-  });
-}
-
-void write_line(const LogSink& sink, std::string_view line) {
-  if (sink) {
-    sink(line);
-    return;
-  }
-  write_whole_line(STDERR_FILENO, line);
-}
 
 // Logs the exception and answers 500 in place of what the handler had buffered.
 void recovered(const LogSink& sink, Request& req, ResponseWriter& w, const char* what) {
@@ -63,7 +40,7 @@ void recovered(const LogSink& sink, Request& req, ResponseWriter& w, const char*
   line.append(req.target());
   line.append(": ");
   line.append(what);
-  write_line(sink, line);
+  detail::write_log_line(sink, line);
   ResponseController(w).discard_response();
   (void)detail::send_builtin_error(req, w, status::internal_server_error,
                                    "500 Internal Server Error\n", "the handler threw an exception",
@@ -80,75 +57,14 @@ Handler chain(Handler handler, std::initializer_list<Middleware> middlewares) {
 
 namespace {
 
-// "2026-11-25T19:45:01.123Z" for now.
-void append_utc_now(std::string& out) {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  std::tm tm{};
-  gmtime_r(&ts.tv_sec, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ts.tv_nsec / 1'000'000) % 1000);
-  out.append(buf);
-}
-
-// A logfmt value: bare when it has no space, quote, '=' or control character.
-void append_logfmt_value(std::string& out, std::string_view v) {
-  if (v.empty()) {
-    out.push_back('-');
-    return;
-  }
-  bool bare = true;
-  for (unsigned char c : v) {
-    if (c <= ' ' || c == '"' || c == '=' || c == 0x7f) bare = false;
-  }
-  if (bare) {
-    out.append(v);
-    return;
-  }
-  out.push_back('"');
-  for (unsigned char c : v) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\x%02x", c);
-      out.append(esc);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  out.push_back('"');
-}
-
-// A JSON string (RFC 8259 escaping; bytes >= 0x80 are copied as they are).
-void append_json_string(std::string& out, std::string_view v) {
-  out.push_back('"');
-  for (unsigned char c : v) {
-    switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char esc[8];
-          std::snprintf(esc, sizeof esc, "\\u%04x", c);
-          out.append(esc);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-}
+using detail::append_json_string;
+using detail::append_logfmt_value;
+using detail::append_utc_now;
 
 // The fields of one access log line.
 struct LogEntry {
   std::string_view method, target, remote, request_id;
+  std::string_view trace_id, span_id;  // empty: the request has no trace
   int version_major = 1, version_minor = 1;
   int status = 0;
   std::uint64_t bytes = 0;
@@ -178,6 +94,10 @@ std::string format_entry(AccessLogFormat format, const LogEntry& e) {
                       static_cast<unsigned long long>(e.bytes));
       }
       line.append(num);
+      line.push_back(' ');
+      line.append(e.trace_id.empty() ? "-" : e.trace_id);
+      line.push_back(' ');
+      line.append(e.span_id.empty() ? "-" : e.span_id);
       break;
     case AccessLogFormat::logfmt:
       line.append("time=");
@@ -198,6 +118,10 @@ std::string format_entry(AccessLogFormat format, const LogEntry& e) {
       append_logfmt_value(line, e.remote);
       line.append(" request_id=");
       append_logfmt_value(line, e.request_id);
+      line.append(" trace_id=");
+      append_logfmt_value(line, e.trace_id);
+      line.append(" span_id=");
+      append_logfmt_value(line, e.span_id);
       break;
     case AccessLogFormat::json:
       line.append("{\"time\":\"");
@@ -221,6 +145,15 @@ std::string format_entry(AccessLogFormat format, const LogEntry& e) {
         line.append("null");
       } else {
         append_json_string(line, e.request_id);
+      }
+      for (auto [name, value] :
+           {std::pair{",\"trace_id\":", e.trace_id}, std::pair{",\"span_id\":", e.span_id}}) {
+        line.append(name);
+        if (value.empty()) {
+          line.append("null");
+        } else {
+          append_json_string(line, value);
+        }
       }
       line.push_back('}');
       break;
@@ -248,7 +181,11 @@ Middleware access_log(AccessLogOptions options) {
       e.bytes = w.bytes_written();
       e.request_id = w.header().get("x-request-id");
       if (e.request_id.empty()) e.request_id = req.header("x-request-id");
-      write_line(options.sink, format_entry(options.format, e));
+      if (const Trace* t = trace_of(req)) {
+        e.trace_id = t->trace_id;
+        e.span_id = t->span_id;
+      }
+      detail::write_log_line(options.sink, format_entry(options.format, e));
     };
   };
 }
@@ -261,10 +198,14 @@ ErrorReplyHook log_error_replies(AccessLogOptions options) {
     e.remote = reply.remote_addr;
     e.status = reply.status;
     e.request_id = reply.headers.get("x-request-id");
+    std::optional<TraceParent> incoming;
     for (const HeaderField& f : reply.request_headers) {
       if (e.request_id.empty() && iequals(f.name, "x-request-id")) e.request_id = f.value;
+      if (!incoming && iequals(f.name, "traceparent")) incoming = parse_traceparent(f.value);
     }
-    write_line(options.sink, format_entry(options.format, e));
+    // No span of ours handled it: the trace is the caller's, the span unknown.
+    if (incoming) e.trace_id = incoming->trace_id;
+    detail::write_log_line(options.sink, format_entry(options.format, e));
   };
 }
 
@@ -292,7 +233,7 @@ Result<LogSink> open_log_file(const std::string& path) {
     ::close(*p);
     delete p;
   });
-  return LogSink([file](std::string_view line) { write_whole_line(*file, line); });
+  return LogSink([file](std::string_view line) { detail::write_whole_line(*file, line); });
 }
 
 Middleware access_log(LogSink sink) {

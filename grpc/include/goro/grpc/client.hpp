@@ -89,7 +89,10 @@ class Channel {
 class ClientContext {
  public:
   // parent: the call is cancelled with it and its deadline bounds the call's (an
-  // incoming call's ServerContext::context() propagates this way).
+  // incoming call's ServerContext::context() propagates this way). When it carries a
+  // trace (goro/http/trace.hpp), the call is a client span of it: traceparent and
+  // tracestate go out as metadata (unless add_metadata set traceparent), and the span,
+  // with the call's status code, goes to the trace's exporter when the call finishes.
   explicit ClientContext(Context parent = {});
   ~ClientContext();
   ClientContext(const ClientContext&) = delete;

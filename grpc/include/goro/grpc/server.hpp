@@ -39,6 +39,7 @@
 #include <goro/grpc/metadata.hpp>
 #include <goro/grpc/status.hpp>
 #include <goro/http/server.hpp>
+#include <goro/http/trace.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace google::protobuf {
@@ -124,6 +125,12 @@ ServerInterceptor logging_interceptor(std::function<void(std::string_view line)>
 // server's metrics registry (http::metrics) as grpc_server_handled_total{grpc_method,
 // grpc_service, grpc_type, grpc_code} and grpc_server_handling_seconds.
 ServerInterceptor metrics_interceptor();
+// Continues the caller's W3C trace (traceparent and tracestate metadata, as grpc-go's
+// OpenTelemetry instrumentation sends them) or starts one, with a server span kept on
+// ctx.context() under http::trace_key while the call runs: calls the handler makes under
+// that context carry the trace on. The span, named "pkg.Service/Method" with the gRPC
+// status code as its status, goes to options.exporter at the end (goro/http/trace.hpp).
+ServerInterceptor trace_interceptor(http::TraceOptions options = {});
 
 struct ServerOptions {
   // Largest request message accepted (after decompression); past it the call ends with

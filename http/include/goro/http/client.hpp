@@ -93,6 +93,11 @@ struct ClientRequest {
   // The call gives up when this context is cancelled or its deadline passes, whatever
   // it is doing (connecting, writing, waiting for the response): the request is
   // abandoned, its connection closed, and the call fails with context.err().
+  // When it carries a trace (goro/http/trace.hpp: trace() puts one on each request's
+  // context), send() makes a client span, a child of the context's span, sends its
+  // traceparent and the tracestate (unless the request sets traceparent itself), and
+  // hands the span to the trace's exporter when the call returns. open_stream() adds
+  // nothing: its caller does (gRPC calls do, for their whole call).
   Context context{};
 };
 

@@ -8,11 +8,14 @@
 #include <goro/http/errors.hpp>
 #include <goro/http/file_server.hpp>
 #include <goro/http/headers.hpp>
+#include <goro/http/logger.hpp>
 #include <goro/http/metrics.hpp>
 #include <goro/http/middleware.hpp>
+#include <goro/http/overload.hpp>
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>
 #include <goro/http/router.hpp>
 #include <goro/http/server.hpp>
 #include <goro/http/status.hpp>
+#include <goro/http/trace.hpp>
 #include <goro/http/websocket.hpp>

@@ -32,15 +32,18 @@ Result<LogSink> open_log_file(const std::string& path);
 
 // How access_log writes its line.
 enum class AccessLogFormat {
-  // 127.0.0.1:51234 "GET /users/7 HTTP/1.1" 200 42 0.153ms
-  // (remote address, request line, status, body bytes, time in the handler)
+  // 127.0.0.1:51234 "GET /users/7 HTTP/1.1" 200 42 0.153ms 4bf92f3577b34da6a3ce929d0e0e4736 00f067aa0ba902b7
+  // (remote address, request line, status, body bytes, time in the handler, trace id
+  // and span id or "-")
   common,
   // time=2026-11-25T19:45:01.123Z method=GET path=/users/7 status=200 bytes=42
   //   duration_ms=0.153 remote=127.0.0.1:51234 request_id=4f1c2a9e0b7d3c55
+  //   trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7
   // (one line; a value with a space, a quote or '=' is quoted; "-" when absent)
   logfmt,
   // {"time":"2026-11-25T19:45:01.123Z","method":"GET","path":"/users/7","status":200,
-  //  "bytes":42,"duration_ms":0.153,"remote":"127.0.0.1:51234","request_id":"..."}
+  //  "bytes":42,"duration_ms":0.153,"remote":"127.0.0.1:51234","request_id":"...",
+  //  "trace_id":"...","span_id":"..."}   (null when absent)
   json,
 };
 
@@ -50,7 +53,9 @@ struct AccessLogOptions {
 };
 
 // Logs one line per request after it is answered, in the chosen format. The request id
-// is the X-Request-Id of the response (set by request_id()), else of the request. Access
+// is the X-Request-Id of the response (set by request_id()), else of the request. The
+// trace and span ids are those of trace() (goro/http/trace.hpp), which must come
+// before access_log in the chain for the log to see them. Access
 // logging is off unless this middleware is in the chain (goro::App: --access-log).
 Middleware access_log(AccessLogOptions options);
 // The common format to sink.
@@ -58,7 +63,8 @@ Middleware access_log(LogSink sink = {});
 
 // The same lines for the replies the server makes on its own (400, 408, 413, ...: see
 // ErrorReply), which no middleware sees: set it as ServerOptions::on_error_reply. The
-// path is "-" when the request's head could not be read; duration_ms is absent.
+// path is "-" when the request's head could not be read; duration_ms is absent; the
+// trace id is the request's traceparent's, if valid, and the span id absent.
 ErrorReplyHook log_error_replies(AccessLogOptions options);
 
 // Gives every request an id: the client's X-Request-Id when it is 1 to 128 characters
