@@ -12,7 +12,7 @@
 // request; each client call made under the request's context makes a client span, a
 // child of the server span, whose id travels in traceparent so that the next server's
 // span is in turn its child. Every span, when it ends, is handed to the exporter hook
-// (docs/http.md, "Tracing"): goro records nothing itself.
+// (docs/observability.md): goro records nothing itself.
 //
 // Anything malformed in the headers is ignored as the spec says: a bad traceparent
 // starts a new trace, a bad tracestate is dropped. Parsing never throws.
