@@ -506,6 +506,69 @@ TEST_P(GrpcClient, NonGrpcAnswersMapAsTheSpecSays) {
       goro::Config{.maxprocs = GetParam()});
 }
 
+// grpc-timeout counts from the call's arrival (Request::received_at) when the server
+// knows it: a call whose deadline passed while it waited to be served is answered
+// DEADLINE_EXCEEDED without running its method, even one that would answer at once.
+TEST_P(GrpcClient, ACallWhoseDeadlinePassedWhileItWaitedIsNotRun) {
+  goro::run(
+      [] {
+        Result<net::Listener> listener = net::listen("tcp", "127.0.0.1:0");
+        ASSERT_TRUE(listener);
+        std::atomic<int> runs{0};
+        EchoImpl echo;
+        Server grpc_server(ServerOptions{
+            .interceptors = {[&](ServerContext&, const MethodInfo&,
+                                 const std::function<Status()>& next) {
+              runs.fetch_add(1);
+              return next();
+            }}});
+        grpc_server.register_service(echo);
+        http::Handler grpc_handler = grpc_server.handler();
+        // As if the server had been too busy to get to the call: it arrived 500 ms ago.
+        http::Handler waited = [&](http::Request& req, http::ResponseWriter& w) {
+          if (req.header("x-waited") == "500ms") {
+            req.set_received_at(Clock::now() - milliseconds(500));
+          }
+          grpc_handler(req, w);
+        };
+        http::ServerOptions options;
+        options.enable_h2c = true;
+        http::Server server(options, waited);
+        WaitGroup serving;
+        serving.add(1);
+        go([&] {
+          server.serve(*listener);
+          serving.done();
+        });
+        echo::Echo::Stub stub(channel_to(listener->addr().port()));
+        {
+          ClientContext ctx;
+          ctx.set_timeout(milliseconds(200));
+          ctx.add_metadata("x-waited", "500ms");
+          echo::EchoRequest req;
+          echo::EchoResponse resp;
+          Status status = stub.Unary(ctx, req, &resp);
+          EXPECT_EQ(status.code(), StatusCode::deadline_exceeded) << status.to_string();
+          EXPECT_EQ(runs.load(), 0) << "the method ran for a call already past its deadline";
+        }
+        {
+          // Within its deadline after the same wait: served.
+          ClientContext ctx;
+          ctx.set_timeout(std::chrono::seconds(5));
+          ctx.add_metadata("x-waited", "500ms");
+          echo::EchoRequest req;
+          echo::EchoResponse resp;
+          Status status = stub.Unary(ctx, req, &resp);
+          EXPECT_TRUE(status.ok()) << status.to_string();
+          EXPECT_EQ(runs.load(), 1);
+          EXPECT_LT(resp.deadline_ms(), 4600) << "the deadline counts from the arrival";
+        }
+        server.shutdown(Clock::now() + std::chrono::seconds(1));
+        serving.wait();
+      },
+      goro::Config{.maxprocs = GetParam()});
+}
+
 INSTANTIATE_TEST_SUITE_P(Procs, GrpcClient, ::testing::Values(1, 2, 4, 8),
                          [](const auto& info) { return "P" + std::to_string(info.param); });
 
