@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <goro/http/errors.hpp>
-#include <goro/http/trace.hpp>
 #include <goro/net/addr.hpp>
 #include <goro/net/dial.hpp>
 #include <goro/net/errors.hpp>
@@ -24,6 +23,7 @@
 #include "client/h2_client.hpp"
 #include "client/url.hpp"
 #include "h1/message_parser.hpp"
+#include "trace/client_span.hpp"
 
 namespace goro::http {
 
@@ -667,15 +667,6 @@ std::error_code context_says(const ClientRequest& request, std::error_code ec) {
   return ec;
 }
 
-// A client span's name: the method and the URL without its query ("GET
-// http://10.0.0.7:8080/users/7"), which may hold secrets.
-std::string client_span_name(const ClientRequest& request) {
-  std::string name = request.method;
-  name.push_back(' ');
-  name.append(std::string_view(request.url).substr(0, request.url.find_first_of("?#")));
-  return name;
-}
-
 Result<ClientResponse> send_untraced(Client::Impl& impl, const ClientRequest& request, Url url) {
   net::Deadline total = call_deadline(request, impl.options);
   Result<ClientResponse> response = impl.follow_redirects(request, std::move(url), total);
@@ -689,19 +680,9 @@ Result<ClientResponse> Client::send(const ClientRequest& request) {
   Result<Url> url = parse_url(request.url);
   if (!url) return url.error();
   if (auto e = request.context.err()) return e;
-  const Trace* trace = trace_of(request.context);
-  // A request that carries its own traceparent (a proxy passing one on) is sent as it is.
-  if (trace != nullptr && !request.headers.has("traceparent")) {
-    const auto start = std::chrono::system_clock::now();
-    const Trace span = child_of(*trace);
-    ClientRequest traced = request;
-    inject(span, traced.headers);
-    Result<ClientResponse> response = send_untraced(*impl_, traced, std::move(*url));
-    end_span(span, SpanKind::client, client_span_name(request), start,
-             response ? response->status : 0, response ? std::error_code() : response.error());
-    return response;
-  }
-  return send_untraced(*impl_, request, std::move(*url));
+  return detail::send_in_client_span(request, [&](const ClientRequest& r) {
+    return send_untraced(*impl_, r, std::move(*url));
+  });
 }
 
 Result<std::unique_ptr<ClientStream>> Client::open_stream(const ClientRequest& request) {
