@@ -52,6 +52,26 @@ void with_server(int procs, const std::function<void(std::uint16_t port)>& body)
       goro::Config{.maxprocs = procs});
 }
 
+// On a goroutine: runs body(port) next to an http::Server serving handler with h2c on
+// 127.0.0.1:<ephemeral> (a gRPC handler behind middleware, or a non-gRPC answer), and
+// shuts it down when body returns.
+void serve_h2c(const http::Handler& handler, const std::function<void(std::uint16_t port)>& body) {
+  Result<net::Listener> listener = net::listen("tcp", "127.0.0.1:0");
+  ASSERT_TRUE(listener) << listener.error().message();
+  http::ServerOptions options;
+  options.enable_h2c = true;
+  http::Server server(options, handler);
+  WaitGroup serving;
+  serving.add(1);
+  go([&] {
+    server.serve(*listener);
+    serving.done();
+  });
+  body(listener->addr().port());
+  server.shutdown(Clock::now() + std::chrono::seconds(1));
+  serving.wait();
+}
+
 std::shared_ptr<Channel> channel_to(std::uint16_t port, ChannelOptions options = {}) {
   return Channel::create("127.0.0.1:" + std::to_string(port), std::move(options));
 }
@@ -469,39 +489,29 @@ void answer(http::Request& req, http::ResponseWriter& w) {
 TEST_P(GrpcClient, NonGrpcAnswersMapAsTheSpecSays) {
   goro::run(
       [] {
-        Result<net::Listener> listener = net::listen("tcp", "127.0.0.1:0");
-        ASSERT_TRUE(listener);
-        http::ServerOptions options;
-        options.enable_h2c = true;
-        http::Server server(options, answer);
-        WaitGroup serving;
-        serving.add(1);
-        go([&] {
-          server.serve(*listener);
-          serving.done();
-        });
-        echo::Echo::Stub stub(channel_to(listener->addr().port()));
-        struct Case {
-          const char* how;
-          StatusCode want;
-        };
-        for (Case c : {Case{"404", StatusCode::unimplemented}, Case{"503", StatusCode::unavailable},
-                       Case{"429", StatusCode::unavailable}, Case{"401", StatusCode::unauthenticated},
-                       Case{"html", StatusCode::unknown},
-                       Case{"trailers-only", StatusCode::permission_denied}}) {
-          ClientContext ctx;
-          ctx.add_metadata("x-answer", c.how);
-          echo::EchoRequest req;
-          echo::EchoResponse resp;
-          Status status = stub.Unary(ctx, req, &resp);
-          EXPECT_EQ(status.code(), c.want) << c.how << ": " << status.to_string();
-          if (std::string_view(c.how) == "trailers-only") {
-            EXPECT_EQ(status.message(), "go away \xf0\x9f\x99\x82");
-            EXPECT_EQ(ctx.trailing_metadata().get("x-why"), "testing");
+        serve_h2c(answer, [&](std::uint16_t port) {
+          echo::Echo::Stub stub(channel_to(port));
+          struct Case {
+            const char* how;
+            StatusCode want;
+          };
+          for (Case c :
+               {Case{"404", StatusCode::unimplemented}, Case{"503", StatusCode::unavailable},
+                Case{"429", StatusCode::unavailable}, Case{"401", StatusCode::unauthenticated},
+                Case{"html", StatusCode::unknown},
+                Case{"trailers-only", StatusCode::permission_denied}}) {
+            ClientContext ctx;
+            ctx.add_metadata("x-answer", c.how);
+            echo::EchoRequest req;
+            echo::EchoResponse resp;
+            Status status = stub.Unary(ctx, req, &resp);
+            EXPECT_EQ(status.code(), c.want) << c.how << ": " << status.to_string();
+            if (std::string_view(c.how) == "trailers-only") {
+              EXPECT_EQ(status.message(), "go away \xf0\x9f\x99\x82");
+              EXPECT_EQ(ctx.trailing_metadata().get("x-why"), "testing");
+            }
           }
-        }
-        server.shutdown(Clock::now() + std::chrono::seconds(1));
-        serving.wait();
+        });
       },
       goro::Config{.maxprocs = GetParam()});
 }
@@ -512,16 +522,13 @@ TEST_P(GrpcClient, NonGrpcAnswersMapAsTheSpecSays) {
 TEST_P(GrpcClient, ACallWhoseDeadlinePassedWhileItWaitedIsNotRun) {
   goro::run(
       [] {
-        Result<net::Listener> listener = net::listen("tcp", "127.0.0.1:0");
-        ASSERT_TRUE(listener);
         std::atomic<int> runs{0};
         EchoImpl echo;
-        Server grpc_server(ServerOptions{
-            .interceptors = {[&](ServerContext&, const MethodInfo&,
-                                 const std::function<Status()>& next) {
-              runs.fetch_add(1);
-              return next();
-            }}});
+        Server grpc_server(ServerOptions{.interceptors = {[&](ServerContext&, const MethodInfo&,
+                                                              const std::function<Status()>& next) {
+                                           runs.fetch_add(1);
+                                           return next();
+                                         }}});
         grpc_server.register_service(echo);
         http::Handler grpc_handler = grpc_server.handler();
         // As if the server had been too busy to get to the call: it arrived 500 ms ago.
@@ -531,40 +538,31 @@ TEST_P(GrpcClient, ACallWhoseDeadlinePassedWhileItWaitedIsNotRun) {
           }
           grpc_handler(req, w);
         };
-        http::ServerOptions options;
-        options.enable_h2c = true;
-        http::Server server(options, waited);
-        WaitGroup serving;
-        serving.add(1);
-        go([&] {
-          server.serve(*listener);
-          serving.done();
+        serve_h2c(waited, [&](std::uint16_t port) {
+          echo::Echo::Stub stub(channel_to(port));
+          {
+            ClientContext ctx;
+            ctx.set_timeout(milliseconds(200));
+            ctx.add_metadata("x-waited", "500ms");
+            echo::EchoRequest req;
+            echo::EchoResponse resp;
+            Status status = stub.Unary(ctx, req, &resp);
+            EXPECT_EQ(status.code(), StatusCode::deadline_exceeded) << status.to_string();
+            EXPECT_EQ(runs.load(), 0) << "the method ran for a call already past its deadline";
+          }
+          {
+            // Within its deadline after the same wait: served.
+            ClientContext ctx;
+            ctx.set_timeout(std::chrono::seconds(5));
+            ctx.add_metadata("x-waited", "500ms");
+            echo::EchoRequest req;
+            echo::EchoResponse resp;
+            Status status = stub.Unary(ctx, req, &resp);
+            EXPECT_TRUE(status.ok()) << status.to_string();
+            EXPECT_EQ(runs.load(), 1);
+            EXPECT_LT(resp.deadline_ms(), 4600) << "the deadline counts from the arrival";
+          }
         });
-        echo::Echo::Stub stub(channel_to(listener->addr().port()));
-        {
-          ClientContext ctx;
-          ctx.set_timeout(milliseconds(200));
-          ctx.add_metadata("x-waited", "500ms");
-          echo::EchoRequest req;
-          echo::EchoResponse resp;
-          Status status = stub.Unary(ctx, req, &resp);
-          EXPECT_EQ(status.code(), StatusCode::deadline_exceeded) << status.to_string();
-          EXPECT_EQ(runs.load(), 0) << "the method ran for a call already past its deadline";
-        }
-        {
-          // Within its deadline after the same wait: served.
-          ClientContext ctx;
-          ctx.set_timeout(std::chrono::seconds(5));
-          ctx.add_metadata("x-waited", "500ms");
-          echo::EchoRequest req;
-          echo::EchoResponse resp;
-          Status status = stub.Unary(ctx, req, &resp);
-          EXPECT_TRUE(status.ok()) << status.to_string();
-          EXPECT_EQ(runs.load(), 1);
-          EXPECT_LT(resp.deadline_ms(), 4600) << "the deadline counts from the arrival";
-        }
-        server.shutdown(Clock::now() + std::chrono::seconds(1));
-        serving.wait();
       },
       goro::Config{.maxprocs = GetParam()});
 }
