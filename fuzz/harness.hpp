@@ -59,6 +59,10 @@ std::string rate_limit_key(std::string_view input);
 // header lines (the kept list within the spec's limits, made of the input's members).
 std::string trace_context(std::string_view input);
 
+// An Accept-Encoding value through negotiate_encoding (http/content_coding.hpp): the
+// coding chosen is the offered one weighed highest, the earliest among equals.
+std::string accept_encoding(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -75,6 +79,7 @@ inline constexpr Target targets[] = {
     {"redis_reply", redis_reply},
     {"trace_context", trace_context},
     {"rate_limit_key", rate_limit_key},
+    {"accept_encoding", accept_encoding},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif
