@@ -59,6 +59,13 @@ std::string rate_limit_key(std::string_view input);
 // header lines (the kept list within the spec's limits, made of the input's members).
 std::string trace_context(std::string_view input);
 
+// An urlencoded form through parse_urlencoded, and back through Values::encode.
+std::string form_urlencoded(std::string_view input);
+// A multipart body through MultipartReader, whole and in pieces.
+std::string multipart(std::string_view input);
+// A Cookie header through parse_cookie_header; Set-Cookie from the input's bytes.
+std::string cookie(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -75,6 +82,9 @@ inline constexpr Target targets[] = {
     {"redis_reply", redis_reply},
     {"trace_context", trace_context},
     {"rate_limit_key", rate_limit_key},
+    {"form_urlencoded", form_urlencoded},
+    {"multipart", multipart},
+    {"cookie", cookie},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif
