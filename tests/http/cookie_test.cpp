@@ -110,6 +110,15 @@ Handler app() {
   return [r](Request& req, ResponseWriter& w) { (*r)(req, w); };
 }
 
+// HTTP/2 clients may send one Cookie field per cookie (RFC 9113 8.2.3): all are read.
+TEST(CookieHeader, EveryCookieFieldIsRead) {
+  httptest::Recorded r = httptest::record(
+      app(), httptest::new_request("GET", "/whoami")
+                 .header("Cookie", "theme=light; bad name=1")
+                 .header("Cookie", "session=\"q1\""));
+  EXPECT_EQ(r.body, "theme=light;session=q1; session q1");
+}
+
 TEST(CookieCurl, RoundTripThroughTheCookieJar) {
   TestServer server(app());
   std::string jar = "/tmp/goro-cookie-jar-" + std::to_string(getpid());

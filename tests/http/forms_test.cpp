@@ -428,7 +428,7 @@ TEST_P(FormsCurl, HugeUploadIsNotHeldInMemory) {
   std::printf("256 MiB upload in %.2f s, RSS grew %zu KiB\n", seconds, sampler.growth() >> 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Procs, FormsCurl, ::testing::Values(1, 4),
+INSTANTIATE_TEST_SUITE_P(Procs, FormsCurl, ::testing::Values(1, 2, 4, 8),
                          [](const auto& info) { return "P" + std::to_string(info.param); });
 
 TEST(Forms, PartHeaderErrorsThroughTheServer) {

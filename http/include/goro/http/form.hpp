@@ -181,7 +181,7 @@ class MultipartReader {
   bool delimiter_found_ = false;
   std::uint64_t total_ = 0;
   std::size_t parts_ = 0;
-  bool eof_ = false, part_done_ = true, finished_ = false, started_ = false;
+  bool eof_ = false, part_done_ = true, finished_ = false;
   std::unique_ptr<MultipartPart> part_;
   FormError error_;
 };
