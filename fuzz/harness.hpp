@@ -62,6 +62,12 @@ std::string trace_context(std::string_view input);
 // An Accept-Encoding value through negotiate_encoding (http/content_coding.hpp): the
 // coding chosen is the offered one weighed highest, the earliest among equals.
 std::string accept_encoding(std::string_view input);
+// An urlencoded form through parse_urlencoded, and back through Values::encode.
+std::string form_urlencoded(std::string_view input);
+// A multipart body through MultipartReader, whole and in pieces.
+std::string multipart(std::string_view input);
+// A Cookie header through parse_cookie_header; Set-Cookie from the input's bytes.
+std::string cookie(std::string_view input);
 
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
@@ -80,6 +86,9 @@ inline constexpr Target targets[] = {
     {"trace_context", trace_context},
     {"rate_limit_key", rate_limit_key},
     {"accept_encoding", accept_encoding},
+    {"form_urlencoded", form_urlencoded},
+    {"multipart", multipart},
+    {"cookie", cookie},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

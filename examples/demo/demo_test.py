@@ -2,6 +2,7 @@
 """End-to-end test of goro-demo: starts the binary given as argv[1] on a free port with a
 static folder, and asks every route what a user (or wrk, or curl) would. Exits non-zero
 with the reason on the first failure. Standard library only."""
+import hashlib
 import http.client
 import os
 import re
@@ -62,6 +63,18 @@ try:
     r, data = request("HEAD", "/plaintext", conn=keep)
     check(r.status == 200 and data == b"" and r.getheader("Content-Length") == "13", "HEAD /plaintext")
     keep.close()
+
+    # POST /upload streams each file part through SHA-256.
+    payload = bytes(range(256)) * 4000
+    body = (b"--b0undary\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n"
+            b"--b0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"d.bin\"\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n" + payload + b"\r\n--b0undary--\r\n")
+    r, data = request("POST", "/upload", body=body,
+                      headers={"Content-Type": "multipart/form-data; boundary=b0undary"})
+    want = f"{hashlib.sha256(payload).hexdigest()}  d.bin  {len(payload)}\n".encode()
+    check(r.status == 200 and data == want, f"POST /upload: {r.status} {data!r}")
+    r, data = request("POST", "/upload", body=b"x", headers={"Content-Type": "multipart/form-data"})
+    check(r.status == 400 and b"no boundary parameter" in data, f"POST /upload, no boundary: {data!r}")
 
     # POST /echo keeps the body and its type, with a length and chunked.
     r, data = request("POST", "/echo", body=b"ping \x00 pong", headers={"Content-Type": "application/x-test"})

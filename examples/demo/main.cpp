@@ -9,6 +9,8 @@
 //   GET  /, /plaintext   "Hello, World!" (text/plain)
 //   GET  /json           {"message":"Hello, World!"}
 //   POST /echo           the request body, with its Content-Type
+//   POST /upload         a multipart/form-data upload, streamed (never held in memory):
+//                        "<sha256>  <filename>  <size>" per file part
 //   GET  /sleep?ms=N     parks the goroutine N ms (goro::sleep), then "ok": costs no thread;
 //                        ends at once if the client leaves (the request's context)
 //   GET  /block?ms=N     a real blocking syscall (nanosleep) inside goro::blocking: the
@@ -44,6 +46,8 @@
 
 #include "helloworld.goro.grpc.hpp"
 #endif
+
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -155,6 +159,42 @@ std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, st
   return n > max ? max : n;
 }
 
+// POST /upload: each file part's bytes go through SHA-256 as they arrive, so an upload
+// as large as the server's max_body_bytes costs a 64 KiB buffer.
+void upload(http::Request& req, http::ResponseWriter& w) {
+  http::FormLimits limits;
+  limits.max_body_bytes = std::uint64_t{1} << 40;  // the server's max_body_bytes governs
+  http::MultipartReader reader(req, limits);
+  std::string out;
+  std::string buf(64 * 1024, '\0');
+  while (http::MultipartPart* part = reader.next_part()) {
+    if (!part->is_file()) continue;
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
+    std::uint64_t size = 0;
+    while (true) {
+      goro::Result<std::size_t> n = part->read(buf.data(), buf.size());
+      if (!n || *n == 0) break;
+      EVP_DigestUpdate(sha.get(), buf.data(), *n);
+      size += *n;
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(sha.get(), digest, &len);
+    static constexpr char hex[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len; ++i) {
+      out.push_back(hex[digest[i] >> 4]);
+      out.push_back(hex[digest[i] & 15]);
+    }
+    out += "  " + std::string(part->filename()) + "  " + std::to_string(size) + "\n";
+  }
+  if (reader.failed()) {
+    (void)http::send_form_error(req, w, reader.error());
+    return;
+  }
+  w.text(out);
+}
+
 http::Router make_router(const std::string& root, bool debug) {
   http::Router r;
   auto hello = [](http::Request&, http::ResponseWriter& w) { w.text("Hello, World!"); };
@@ -170,6 +210,7 @@ http::Router make_router(const std::string& root, bool debug) {
     w.header().set("Content-Type", type.empty() ? "application/octet-stream" : type);
     w.write(*body);
   });
+  r.handle("POST /upload", upload);
   r.handle("GET /sleep", [](http::Request& req, http::ResponseWriter& w) {
     std::optional<long> ms = query_number(req, w, "ms", 100, 60'000);
     if (!ms) return;

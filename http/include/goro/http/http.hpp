@@ -3,10 +3,13 @@
 #pragma once
 
 #include <goro/http/client.hpp>
+#include <goro/http/cookie.hpp>
+#include <goro/http/cors.hpp>
 #include <goro/http/debug.hpp>
 #include <goro/http/error_reply.hpp>
 #include <goro/http/errors.hpp>
 #include <goro/http/file_server.hpp>
+#include <goro/http/form.hpp>
 #include <goro/http/headers.hpp>
 #include <goro/http/logger.hpp>
 #include <goro/http/metrics.hpp>
