@@ -62,6 +62,9 @@ std::string trace_context(std::string_view input);
 // An Accept-Encoding value through negotiate_encoding (http/content_coding.hpp): the
 // coding chosen is the offered one weighed highest, the earliest among equals.
 std::string accept_encoding(std::string_view input);
+// Bytes through each content-coding decoder with a small limit, whole and in pieces,
+// and through decompress_requests(); and through each encoder and back.
+std::string content_decoding(std::string_view input);
 
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
@@ -80,6 +83,7 @@ inline constexpr Target targets[] = {
     {"trace_context", trace_context},
     {"rate_limit_key", rate_limit_key},
     {"accept_encoding", accept_encoding},
+    {"content_decoding", content_decoding},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <goro/http/client.hpp>
+#include <goro/http/compress.hpp>
 #include <goro/http/debug.hpp>
 #include <goro/http/error_reply.hpp>
 #include <goro/http/errors.hpp>
