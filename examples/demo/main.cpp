@@ -158,8 +158,8 @@ std::optional<long> query_number(http::Request& req, http::ResponseWriter& w, st
   return n > max ? max : n;
 }
 
-// The body of /text: 12 KiB of JSON records, the same on every run (no '$', quote or
-// backslash, so that the load kit can put it in nginx's configuration as it is).
+// The body of /text: 12 KiB of JSON records, the same on every run (the load kit gives
+// nginx a copy, from goro-demo --text-body).
 std::string text_document() {
   static const char* const kNames[] = {"ada", "grace", "edsger", "barbara", "ken", "dennis",
                                        "margaret", "donald", "frances", "niklaus"};

@@ -13,10 +13,12 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include <goro/http/compress.hpp>
+#include <goro/http/httptest.hpp>
 #include <goro/http/router.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -352,6 +354,23 @@ TEST(CompressConcurrent, ParallelCurlsEachGetTheirBody) {
   }
   for (auto& t : clients) t.join();
   EXPECT_EQ(good.load(), 8);
+}
+
+// A handler that throws after its body began to be coded: recover(), inside compress(),
+// drops the response through the compressing writer, whose coded stream goes with it,
+// and the client gets a plain, readable 500.
+TEST(CompressRecover, AnAbandonedCodedBodyGivesWayToAPlain500) {
+  Handler failing = [](Request&, ResponseWriter& w) {
+    w.header().set("Content-Type", "text/plain");
+    w.write(kText.substr(0, 4096));
+    throw std::runtime_error("boom");
+  };
+  Handler app = chain(failing, {compress(), recover([](std::string_view) {})});
+  httptest::Recorded r =
+      httptest::record(app, httptest::new_request("GET", "/").header("Accept-Encoding", "gzip"));
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.header("content-encoding"), "");
+  EXPECT_NE(r.body.find("500"), std::string::npos) << r.body;
 }
 
 // Compressing then decompressing gives back the input, for each coding, fed in pieces
