@@ -8,7 +8,7 @@
 // a decoder's output is ever held whole.
 #include <goro/http/compress.hpp>
 
-#include <array>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
