@@ -31,6 +31,7 @@ set(GORO_INSTALLED_COMPONENTS "")
 set(GORO_CONFIG_NEEDS_OPENSSL OFF)
 set(GORO_CONFIG_NEEDS_ZLIB OFF)
 set(GORO_CONFIG_NEEDS_NGHTTP2 OFF)
+set(GORO_CONFIG_NEEDS_COMPRESSION OFF)
 set(GORO_CONFIG_NEEDS_LIBPQ OFF)
 foreach(layer base scheduler net redis pg hooks http httptest json framework grpc)
   if(TARGET goro_${layer})
@@ -46,6 +47,10 @@ foreach(layer base scheduler net redis pg hooks http httptest json framework grp
     # ... and nghttp2 (HTTP/2), as the imported target pkg-config made.
     if(_goro_iface MATCHES "PkgConfig::NGHTTP2")
       set(GORO_CONFIG_NEEDS_NGHTTP2 ON)
+    endif()
+    # ... and brotli and zstd (compression), the same way.
+    if(_goro_iface MATCHES "PkgConfig::BROTLI|PkgConfig::ZSTD")
+      set(GORO_CONFIG_NEEDS_COMPRESSION ON)
     endif()
     # goro::pg links libpq through the imported target pkg-config made.
     if(_goro_iface MATCHES "PkgConfig::LIBPQ")

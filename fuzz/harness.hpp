@@ -68,6 +68,9 @@ std::string form_urlencoded(std::string_view input);
 std::string multipart(std::string_view input);
 // A Cookie header through parse_cookie_header; Set-Cookie from the input's bytes.
 std::string cookie(std::string_view input);
+// Bytes through each content-coding decoder with a small limit, whole and in pieces,
+// and through decompress_requests(); and through each encoder and back.
+std::string content_decoding(std::string_view input);
 
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
@@ -89,6 +92,7 @@ inline constexpr Target targets[] = {
     {"form_urlencoded", form_urlencoded},
     {"multipart", multipart},
     {"cookie", cookie},
+    {"content_decoding", content_decoding},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

@@ -27,6 +27,8 @@ GORO_DEPS_BUILD=(
   zlib1g-dev        # WebSocket permessage-deflate in goro::http, gzip messages in goro::grpc
   libssl-dev        # TLS in goro::net
   libnghttp2-dev    # HTTP/2 framing and HPACK in goro::http
+  libbrotli-dev     # brotli response compression and request decoding in goro::http
+  libzstd-dev       # zstd response compression and request decoding in goro::http
   libunwind-dev     # goroutine dumps read parked goroutines' stacks
   nlohmann-json3-dev  # goro::json (optional: without it goro::json is simply not built)
   libgtest-dev

@@ -3,6 +3,7 @@
 static folder, and asks every route what a user (or wrk, or curl) would. Exits non-zero
 with the reason on the first failure. Standard library only."""
 import hashlib
+import gzip
 import http.client
 import os
 import re
@@ -107,6 +108,13 @@ try:
     r, data = request("GET", "/stream?n=4")
     check(r.status == 200 and r.getheader("Transfer-Encoding") == "chunked", "GET /stream chunked")
     check(data == b"".join(b"chunk %d\n" % i for i in range(4)), f"GET /stream body {data!r}")
+    # /text: compress() answers gzip with the document --text-body prints, plain without.
+    document = subprocess.run([binary, "--text-body"], capture_output=True, check=True).stdout
+    r, data = request("GET", "/text", headers={"Accept-Encoding": "gzip"})
+    check(r.status == 200 and r.getheader("Content-Encoding") == "gzip", "GET /text gzip-coded")
+    check(gzip.decompress(data) == document, "GET /text decodes to --text-body")
+    r, data = request("GET", "/text")
+    check(r.getheader("Content-Encoding") is None and data == document, "GET /text plain")
 
     # Bad parameters: a 400 that names the parameter.
     for target in ("/sleep?ms=abc", "/sleep?ms=-5", "/sleep?ms=%2B5", "/stream?n=1x", "/cpu?ms="):

@@ -5,6 +5,7 @@
 //             [--access-log-file PATH] [--request-ids] [--debug] [--h2c]   (--help: all)
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
 //                            on stderr: the container's HEALTHCHECK, which needs no curl
+//   goro-demo --text-body    prints the body of /text (the load kit gives it to nginx)
 //
 //   GET  /, /plaintext   "Hello, World!" (text/plain)
 //   GET  /json           {"message":"Hello, World!"}
@@ -17,6 +18,8 @@
 //                        runtime hands the P to another thread meanwhile; then "ok"
 //   GET  /cpu?ms=N       N ms of CPU without any runtime call (preemption at work)
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
+//   GET  /text           a 12 KiB JSON document through compress(): zstd, br or gzip as
+//                        the client's Accept-Encoding prefers (the kit's gzip-text)
 //   GET  /static/...     files under --root (when given)
 //   GET  /healthz        200 "ok"
 //   GET  /ws/echo        a WebSocket that echoes every message (permessage-deflate when
@@ -195,6 +198,24 @@ void upload(http::Request& req, http::ResponseWriter& w) {
   w.text(out);
 }
 
+// The body of /text: 12 KiB of JSON records, the same on every run (the load kit gives
+// nginx a copy, from goro-demo --text-body).
+std::string text_document() {
+  static const char* const kNames[] = {"ada", "grace", "edsger", "barbara", "ken", "dennis",
+                                       "margaret", "donald", "frances", "niklaus"};
+  std::string doc = "[";
+  for (int i = 0; doc.size() < 12 * 1024 - 100; ++i) {
+    if (i > 0) doc += ",";
+    doc += "{\"id\":" + std::to_string(1000 + i) + ",\"name\":\"" + kNames[i % 10] + "\"," +
+           "\"email\":\"" + kNames[(i * 7) % 10] + std::to_string(i) + "@example.org\"," +
+           "\"active\":" + (i % 3 != 0 ? "true" : "false") + ",\"score\":" +
+           std::to_string((i * 7919) % 1000) + ",\"tags\":[\"" + kNames[(i * 3) % 10] + "\",\"" +
+           kNames[(i * 5 + 1) % 10] + "\"]}";
+  }
+  doc += "]";
+  return doc;
+}
+
 http::Router make_router(const std::string& root, bool debug) {
   http::Router r;
   auto hello = [](http::Request&, http::ResponseWriter& w) { w.text("Hello, World!"); };
@@ -245,6 +266,10 @@ http::Router make_router(const std::string& root, bool debug) {
     }
   });
   r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
+  r.handle("GET /text",
+           http::chain([doc = text_document()](http::Request&,
+                                               http::ResponseWriter& w) { w.json(doc); },
+                       {http::compress()}));
   r.handle("GET /ws/echo", [](http::Request& req, http::ResponseWriter& w) {
     http::websocket::AcceptOptions options;
     options.compression.enabled = true;
@@ -268,6 +293,11 @@ http::Router make_router(const std::string& root, bool debug) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--probe") return probe(argv[2]);
+  if (argc == 2 && std::string_view(argv[1]) == "--text-body") {
+    const std::string doc = text_document();
+    std::fwrite(doc.data(), 1, doc.size(), stdout);
+    return 0;
+  }
   goro::App app(argc, argv, {.name = "goro-demo", .shutdown_timeout = 5s});
   goro::FlagSet& flags = app.flags();
   flags.set_description(

@@ -35,6 +35,14 @@ struct RequestAccess {
     req.version_minor_ = version_minor;
     req.content_length_ = content_length;
   }
+  // Replaces the fields and declared length handlers further down see (decompress_requests
+  // hides the coding it decodes); headers must outlive their use. Put back the old
+  // ones before they go.
+  static void set_headers(Request& req, std::span<const HeaderField> headers,
+                          std::int64_t content_length) {
+    req.headers_ = headers;
+    req.content_length_ = content_length;
+  }
   // The exchange req came from; nullptr for one made from parts without it.
   static RequestHost* host(Request& req) { return req.host_; }
   // Whether req's context exists yet (context() makes it on first use, which arms the

@@ -10,11 +10,14 @@
 #   SECONDS_OF_LOAD=4 TOP=25 loadtest/http/profile.sh goro
 #   PIPELINE=0 loadtest/http/profile.sh goro   # one request per round trip, 64 connections
 #   GORO_DEMO=/tmp/old/goro-demo loadtest/http/profile.sh   # another goro-demo, to compare
+#   URL_PATH=/text ACCEPT_ENCODING=gzip loadtest/http/profile.sh   # compress()'s cost:
+#                                     # against the same without ACCEPT_ENCODING
 #
 # Prints the total and the functions with the most instructions of their own; the
 # callgrind file is kept (its path is printed) for callgrind_annotate --inclusive=yes.
 # Knobs: BUILD_DIR (default build/dev: RelWithDebInfo, so lines and inlined frames
-# have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25, PIPELINE=1.
+# have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25, PIPELINE=1, URL_PATH=/plaintext,
+# ACCEPT_ENCODING (sent as the Accept-Encoding of every request when set).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +28,9 @@ port="${PORT:-18190}"
 load_s="${SECONDS_OF_LOAD:-4}"
 top="${TOP:-25}"
 pipeline="${PIPELINE:-1}"
+url_path="${URL_PATH:-/plaintext}"
+headers=()
+[ -n "${ACCEPT_ENCODING:-}" ] && headers=(-H "Accept-Encoding: $ACCEPT_ENCODING")
 
 for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
   command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
@@ -55,7 +61,7 @@ if [ "$pipeline" = 1 ]; then
 else
   load=(-c64); shape="keep-alive, one request per round trip, 64 connections"
 fi
-requests=$(wrk -t1 "${load[@]}" -d"${load_s}s" "http://127.0.0.1:$port/plaintext" |
+requests=$(wrk -t1 "${load[@]}" "${headers[@]}" -d"${load_s}s" "http://127.0.0.1:$port$url_path" |
   awk '/requests in/ { print $1 }')
 callgrind_control -d "$pid" >/dev/null 2>&1
 kill -INT "$pid" 2>/dev/null || true

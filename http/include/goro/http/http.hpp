@@ -5,6 +5,7 @@
 #include <goro/http/client.hpp>
 #include <goro/http/cookie.hpp>
 #include <goro/http/cors.hpp>
+#include <goro/http/compress.hpp>
 #include <goro/http/debug.hpp>
 #include <goro/http/error_reply.hpp>
 #include <goro/http/errors.hpp>
