@@ -15,8 +15,9 @@
 // The writer implements one power itself, ResponseDiscarder: bytes it holds back must be
 // dropped with the response (recover() answering 500), not only those below it. The
 // others (deadlines, trailers, 1xx) it leaves to the server's writer, found through
-// unwrap(). (goro's own compression middleware, with brotli and zstd, is a later piece
-// of work; this one shows that middleware of that kind needs nothing but public API.)
+// unwrap(). goro's own compression middleware is http::compress() (<goro/http/compress.hpp>,
+// with brotli and zstd, pooled encoders and request decoding); this one shows that
+// middleware of that kind needs nothing but public API.
 #pragma once
 
 #include <zlib.h>
