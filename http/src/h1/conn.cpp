@@ -25,6 +25,8 @@
 // it.
 #include "h1/conn.hpp"
 
+#include <sys/sendfile.h>
+
 #include <algorithm>
 #include <charconv>
 #include <memory>
@@ -33,7 +35,9 @@
 
 #include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
+#include <goro/net/conn.hpp>
 #include <goro/net/errors.hpp>
+#include <goro/net/wait_fd.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 #include "access.hpp"
@@ -132,7 +136,10 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
       : conn_(conn),
         stream_(conn.stream()),
         options_(conn.options()),
-        parser_(MessageParser::Mode::request, parser_limits(options_), options_.read_buffer_size) {}
+        parser_(MessageParser::Mode::request, parser_limits(options_), options_.read_buffer_size) {
+    // Only a plain socket can take a file's bytes from the kernel: TLS encrypts them here.
+    if (auto* plain = dynamic_cast<net::Conn*>(&stream_)) socket_ = plain->fd();
+  }
 
   // Bytes already read (the protocol choice's), as if read now.
   void feed(std::string_view bytes);
@@ -173,6 +180,8 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   std::error_code send_informational(int status, const Headers& fields) override;
   Result<TakenConnection> take_over() override;
   std::error_code set_deadline(net::IoMode mode, net::Deadline d) override;
+  bool can_send_file() const override { return socket_ >= 0; }
+  std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) override;
 
  private:
   enum class Head { ready, ended, idle };
@@ -209,6 +218,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   bool finishing_ = false;  // writes now end a response; they may be batched
   bool request_ctx_made_ = false;
   Framing framing_ = Framing::none;
+  int socket_ = -1;  // the plain TCP socket's descriptor, for sendfile; -1 on TLS
   std::error_code body_error_;
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
@@ -702,6 +712,66 @@ std::error_code Exchange::set_deadline(net::IoMode mode, net::Deadline d) {
     if (std::error_code ec = stream_.set_write_deadline(d)) return ec;
   }
   return {};
+}
+
+// The head has gone out (send_head writes at once outside finishing_); the file's bytes
+// follow it with sendfile(2), in goro::blocking as a cold page cache reads the disk.
+// When the socket is full the goroutine parks on the netpoller (wait_fd) until it has
+// room, the write deadline passes, or the request's context ends (the client hung up,
+// shutdown's deadline).
+std::error_code Exchange::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
+  if (std::error_code ec = flush_out()) return ec;
+  auto at = static_cast<off_t>(offset);
+  std::uint64_t left = count;
+  std::error_code failed;
+  while (left > 0) {
+    constexpr std::uint64_t kMaxCall = 1u << 30;
+    const std::size_t want = static_cast<std::size_t>(std::min(left, kMaxCall));
+    int err = 0;
+    const ssize_t n = goro::blocking([&] {
+      ssize_t r = ::sendfile(socket_, fd, &at, want);
+      if (r < 0) err = errno;
+      return r;
+    });
+    if (n > 0) {
+      left -= static_cast<std::uint64_t>(n);
+      conn_.count_out(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n == 0) {  // the file is shorter than it was: the promised length cannot be met
+      failed = make_error_code(errc::unexpected_eof);
+      break;
+    }
+    if (err == EINTR) continue;
+    if (err != EAGAIN) {
+      failed = std::error_code(err, std::generic_category());
+      if (err == EPIPE || err == ECONNRESET) conn_.note_peer_gone();
+      break;
+    }
+    const net::Deadline deadline =
+        write_deadline_ == net::Deadline::max() ? net::no_deadline : write_deadline_;
+    if (deadline != net::no_deadline && std::chrono::steady_clock::now() >= deadline) {
+      failed = make_error_code(net::errc::timeout);
+      break;
+    }
+    std::error_code waited;
+    if (deadline == net::no_deadline) {
+      waited = net::wait_fd(socket_, net::Interest::write, request_.context());
+    } else {
+      auto [ctx, cancel] = goro::with_deadline(request_.context(), deadline);
+      waited = net::wait_fd(socket_, net::Interest::write, ctx);
+      cancel();
+      if (waited == goro::make_error_code(goro::context_errc::deadline_exceeded)) {
+        waited = make_error_code(net::errc::timeout);
+      }
+    }
+    if (waited) {
+      failed = waited;
+      break;
+    }
+  }
+  if (failed) close_after_ = true;
+  return failed;
 }
 
 std::error_code Exchange::write_out(const iovec* iov, int count) {
