@@ -63,6 +63,10 @@ std::string trace_context(std::string_view input);
 // coding chosen is the offered one weighed highest, the earliest among equals.
 std::string accept_encoding(std::string_view input);
 
+// Entity-tag lists, HTTP dates and If-Range through the file server's conditional
+// request evaluation (http/src/files/conditional.hpp).
+std::string http_conditional(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -80,6 +84,7 @@ inline constexpr Target targets[] = {
     {"trace_context", trace_context},
     {"rate_limit_key", rate_limit_key},
     {"accept_encoding", accept_encoding},
+    {"http_conditional", http_conditional},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

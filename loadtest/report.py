@@ -42,6 +42,8 @@ HEADLINE = {
     "pipeline16": ("requests_per_s", "req/s", True),
     "json": ("requests_per_s", "req/s", True),
     "echo4k": ("requests_per_s", "req/s", True),
+    "static4k": ("requests_per_s", "req/s", True),
+    "static1m": ("requests_per_s", "req/s", True),
     "sleep": ("requests_per_s", "req/s", True),
     "handoff": ("requests_per_s", "plaintext req/s under /block", True),
     "preempt": ("p99_ms", "plaintext p99 ms under /cpu hogs", False),

@@ -188,12 +188,19 @@ constexpr std::uint64_t kSendFileFrom = 16 * 1024;
 // modification time to the nanosecond and its inode (a file replaced by rename has
 // another); a precompressed variant's tag also names its coding.
 std::string entity_tag(const struct stat& st, std::string_view coding) {
-  char tag[96];
-  int n = std::snprintf(tag, sizeof tag, "\"%llx-%llx%09lx-%llx", static_cast<unsigned long long>(st.st_size),
-                        static_cast<unsigned long long>(st.st_mtim.tv_sec),
-                        static_cast<unsigned long>(st.st_mtim.tv_nsec),
-                        static_cast<unsigned long long>(st.st_ino));
-  std::string out(tag, static_cast<std::size_t>(n));
+  std::string out;
+  out.reserve(64);
+  auto hex = [&out](std::uint64_t n) {
+    char digits[16];
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n, 16).ptr);
+  };
+  out.push_back('"');
+  hex(static_cast<std::uint64_t>(st.st_size));
+  out.push_back('-');
+  hex(static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000u +
+      static_cast<std::uint64_t>(st.st_mtim.tv_nsec));
+  out.push_back('-');
+  hex(static_cast<std::uint64_t>(st.st_ino));
   if (!coding.empty()) out.append("-").append(coding);
   out.push_back('"');
   return out;
@@ -387,17 +394,19 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     }
   }
   std::uint64_t length = size == 0 ? 0 : last - first + 1;
-  h.set("Content-Length", std::to_string(length));
+  char digits[24];
+  h.set("Content-Length", std::string_view(digits, std::to_chars(digits, digits + sizeof digits, length).ptr));
   if (req.method() == "HEAD" || length == 0) return;
 
   if (length >= kSendFileFrom) {
     std::error_code sent = ResponseController(w).send_file(file.fd, first, length);
     if (sent != errc::not_supported) return;  // sent, or the connection failed
   }
-  std::unique_ptr<char[]> buf(new char[kReadChunk]);
+  const std::size_t chunk = length < kReadChunk ? static_cast<std::size_t>(length) : kReadChunk;
+  std::unique_ptr<char[]> buf(new char[chunk]);
   std::uint64_t offset = first, left = length;
   while (left > 0) {
-    std::size_t want = left < kReadChunk ? static_cast<std::size_t>(left) : kReadChunk;
+    std::size_t want = left < chunk ? static_cast<std::size_t>(left) : chunk;
     ssize_t n = goro::blocking(
         [&] { return ::pread(file.fd, buf.get(), want, static_cast<off_t>(offset)); });
     if (n <= 0) {
