@@ -33,8 +33,10 @@ std::string http_conditional(std::string_view input) {
   if (strong == TagListMatch::match && weak != TagListMatch::match)
     return "a strong match that is not a weak one";
   std::string_view trimmed = list;
-  while (!trimmed.empty() && (trimmed.front() == ' ' || trimmed.front() == '\t')) trimmed.remove_prefix(1);
-  while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t')) trimmed.remove_suffix(1);
+  while (!trimmed.empty() && (trimmed.front() == ' ' || trimmed.front() == '\t'))
+    trimmed.remove_prefix(1);
+  while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t'))
+    trimmed.remove_suffix(1);
   if (strong != TagListMatch::malformed && trimmed != "*") {  // "*" stands alone
     const std::string more = std::string(list) + ", " + std::string(ours);
     if (match_entity_tags(more, ours, true) != TagListMatch::match)

@@ -347,8 +347,8 @@ TEST_F(FileServer, IfMatchAndIfUnmodifiedSince) {
   // alone would give 304; and If-Match, when present, makes If-Unmodified-Since moot.
   EXPECT_EQ(get("/static/a.css", "If-Match: \"other\"\r\nIf-None-Match: " + etag + "\r\n")->status,
             412);
-  EXPECT_EQ(get("/static/a.css", "If-Match: " + etag +
-                                     "\r\nIf-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n")
+  EXPECT_EQ(get("/static/a.css",
+                "If-Match: " + etag + "\r\nIf-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n")
                 ->status,
             200);
 }
@@ -413,8 +413,8 @@ TEST_F(FileServer, PrecompressedSiblings) {
   EXPECT_EQ(part->status, 206);
   EXPECT_EQ(part->body, "BROTLI");
   EXPECT_EQ(part->header("content-range"), "bytes 0-5/12");
-  EXPECT_EQ(get("/static/both.css", "Accept-Encoding: br\r\nIf-None-Match: " + br->header("etag") +
-                                        "\r\n")
+  EXPECT_EQ(get("/static/both.css",
+                "Accept-Encoding: br\r\nIf-None-Match: " + br->header("etag") + "\r\n")
                 ->status,
             304);
   EXPECT_EQ(get("/static/both.css", "If-None-Match: " + br->header("etag") + "\r\n")->status, 200)

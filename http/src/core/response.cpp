@@ -229,8 +229,9 @@ std::error_code Response::send_file(int fd, std::uint64_t offset, std::uint64_t 
   if (!head_sent_) {
     if (std::error_code ec = send_head(false)) return ec;
   }
-  const std::uint64_t room =
-      body_bytes_ < static_cast<std::uint64_t>(length_) ? static_cast<std::uint64_t>(length_) - body_bytes_ : 0;
+  const std::uint64_t room = body_bytes_ < static_cast<std::uint64_t>(length_)
+                                 ? static_cast<std::uint64_t>(length_) - body_bytes_
+                                 : 0;
   const bool too_long = count > room;
   body_bytes_ += count;
   if (too_long) count = room;

@@ -364,9 +364,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
       w.set_status(status::not_modified);
       return;
     case detail::Precondition::failed:
-      (void)detail::send_builtin_error(req, w, kPreconditionFailed,
-                                       "412 precondition failed\n", "precondition failed",
-                                       "file_server");
+      (void)detail::send_builtin_error(req, w, kPreconditionFailed, "412 precondition failed\n",
+                                       "precondition failed", "file_server");
       return;
   }
   h.set("Accept-Ranges", "bytes");
@@ -387,15 +386,16 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     }
     if (r > 0) {
       w.set_status(status::partial_content);
-      h.set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) +
-                                 "/" + std::to_string(size));
+      h.set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
+                                 std::to_string(size));
     } else {
       first = 0;
     }
   }
   std::uint64_t length = size == 0 ? 0 : last - first + 1;
   char digits[24];
-  h.set("Content-Length", std::string_view(digits, std::to_chars(digits, digits + sizeof digits, length).ptr));
+  h.set("Content-Length",
+        std::string_view(digits, std::to_chars(digits, digits + sizeof digits, length).ptr));
   if (req.method() == "HEAD" || length == 0) return;
 
   if (length >= kSendFileFrom) {

@@ -25,8 +25,6 @@
 // it.
 #include "h1/conn.hpp"
 
-#include <sys/sendfile.h>
-
 #include <algorithm>
 #include <charconv>
 #include <memory>
@@ -37,13 +35,13 @@
 #include <goro/http/status.hpp>
 #include <goro/net/conn.hpp>
 #include <goro/net/errors.hpp>
-#include <goro/net/wait_fd.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 #include "access.hpp"
 #include "core/exchange.hpp"
 #include "core/response.hpp"
 #include "h1/message_parser.hpp"
+#include "h1/send_file.hpp"
 
 namespace goro::http::detail::h1 {
 namespace {
@@ -715,64 +713,20 @@ std::error_code Exchange::set_deadline(net::IoMode mode, net::Deadline d) {
 }
 
 // The head has gone out (send_head writes at once outside finishing_); the file's bytes
-// follow it with sendfile(2). The socket is non-blocking, so a call returns once the
-// socket buffer is full; then the goroutine parks on the netpoller (wait_fd) until it
-// has room, the write deadline passes, or the request's context ends (the client hung
-// up, shutdown's deadline). The call is made directly, not in goro::blocking, as nginx
-// makes it: a 1 MiB call outlasts the blocking protocol's short-call limit, and the P
-// hand-off each such call then pays cost a third more CPU per response in the load
-// kit's static1m. The price: pages of the file not in the page cache are read from the
-// disk with the P held.
+// follow it, parking while the client is slow, up to the write deadline or the end of
+// the request's context (the client hung up, shutdown's deadline).
 std::error_code Exchange::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
   if (std::error_code ec = flush_out()) return ec;
-  auto at = static_cast<off_t>(offset);
-  std::uint64_t left = count;
-  std::error_code failed;
-  while (left > 0) {
-    constexpr std::uint64_t kMaxCall = 1u << 30;
-    const std::size_t want = static_cast<std::size_t>(std::min(left, kMaxCall));
-    int err = 0;
-    const ssize_t n = ::sendfile(socket_, fd, &at, want);
-    if (n < 0) err = errno;
-    if (n > 0) {
-      left -= static_cast<std::uint64_t>(n);
-      conn_.count_out(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n == 0) {  // the file is shorter than it was: the promised length cannot be met
-      failed = make_error_code(errc::unexpected_eof);
-      break;
-    }
-    if (err == EINTR) continue;
-    if (err != EAGAIN) {
-      failed = std::error_code(err, std::generic_category());
-      if (err == EPIPE || err == ECONNRESET) conn_.note_peer_gone();
-      break;
-    }
-    const net::Deadline deadline =
-        write_deadline_ == net::Deadline::max() ? net::no_deadline : write_deadline_;
-    if (deadline != net::no_deadline && std::chrono::steady_clock::now() >= deadline) {
-      failed = make_error_code(net::errc::timeout);
-      break;
-    }
-    std::error_code waited;
-    if (deadline == net::no_deadline) {
-      waited = net::wait_fd(socket_, net::Interest::write, request_.context());
-    } else {
-      auto [ctx, cancel] = goro::with_deadline(request_.context(), deadline);
-      waited = net::wait_fd(socket_, net::Interest::write, ctx);
-      cancel();
-      if (waited == goro::make_error_code(goro::context_errc::deadline_exceeded)) {
-        waited = make_error_code(net::errc::timeout);
-      }
-    }
-    if (waited) {
-      failed = waited;
-      break;
-    }
-  }
-  if (failed) close_after_ = true;
-  return failed;
+  const net::Deadline deadline =
+      write_deadline_ == net::Deadline::max() ? net::no_deadline : write_deadline_;
+  std::uint64_t sent = 0;
+  std::error_code ec =
+      h1::send_file(socket_, fd, offset, count, deadline, request_.context(), sent);
+  conn_.count_out(static_cast<std::size_t>(sent));
+  if (!ec) return {};
+  close_after_ = true;
+  if (ec == std::errc::broken_pipe || ec == std::errc::connection_reset) conn_.note_peer_gone();
+  return ec;
 }
 
 std::error_code Exchange::write_out(const iovec* iov, int count) {

@@ -12,12 +12,12 @@
 // Accept-Encoding takes them. Large bodies go by sendfile(2) on plain HTTP/1.1
 // connections (FileSender, response_controller.hpp); TLS and HTTP/2 copy. A folder
 // named without its trailing slash is redirected (301) to it, the query kept; a folder
-// is served by its first index file; there are no listings (404). Nothing above the root can be reached: ".." segments (also
-// as %2e%2e) are refused (400), and files are opened with openat2(RESOLVE_BENEATH): the
-// kernel follows a symbolic link only if it is relative and stays beneath the root, so
-// links pointing out — and absolute links — get 404. File I/O runs in goro::blocking,
-// so a slow disk holds a thread, not the scheduler; sendfile(2) excepted (nginx's way:
-// docs/http.md, "File server").
+// is served by its first index file; there are no listings (404). Nothing above the
+// root can be reached: ".." segments (also as %2e%2e) are refused (400), and files are
+// opened with openat2(RESOLVE_BENEATH): the kernel follows a symbolic link only if it
+// is relative and stays beneath the root, so links pointing out — and absolute links —
+// get 404. File I/O runs in goro::blocking, so a slow disk holds a thread, not the
+// scheduler; sendfile(2) excepted (nginx's way: docs/http.md, "File server").
 #pragma once
 
 #include <string>
