@@ -72,6 +72,10 @@ std::string cookie(std::string_view input);
 // and through decompress_requests(); and through each encoder and back.
 std::string content_decoding(std::string_view input);
 
+// Entity-tag lists, HTTP dates and If-Range through the file server's conditional
+// request evaluation (http/src/files/conditional.hpp).
+std::string http_conditional(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -93,6 +97,7 @@ inline constexpr Target targets[] = {
     {"multipart", multipart},
     {"cookie", cookie},
     {"content_decoding", content_decoding},
+    {"http_conditional", http_conditional},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

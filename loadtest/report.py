@@ -43,6 +43,8 @@ HEADLINE = {
     "json": ("requests_per_s", "req/s", True),
     "echo4k": ("requests_per_s", "req/s", True),
     "gzip-text": ("requests_per_s", "req/s", True),
+    "static4k": ("requests_per_s", "req/s", True),
+    "static1m": ("requests_per_s", "req/s", True),
     "sleep": ("requests_per_s", "req/s", True),
     "handoff": ("requests_per_s", "plaintext req/s under /block", True),
     "preempt": ("p99_ms", "plaintext p99 ms under /cpu hogs", False),

@@ -57,8 +57,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 http_dir="$here/http"
 
-all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k gzip-text sleep
-  handoff preempt https h2 idle idle-ws scaling grpc-unary grpc-stream grpc-idle)
+all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k gzip-text static4k static1m
+  sleep handoff preempt https h2 idle idle-ws scaling grpc-unary grpc-stream grpc-idle)
 grpc_peer_names=" goro grpc-go grpc-cpp "
 is_grpc() { [[ "$1" == grpc-* ]]; }
 
@@ -72,6 +72,8 @@ describe() {
     json) echo "GET /json, 64 connections: requests/s" ;;
     echo4k) echo "POST /echo with a 4 KiB body, 64 connections: requests/s" ;;
     gzip-text) echo "GET /text, 12 KiB of JSON gzipped at level 5 (Accept-Encoding: gzip), 64 conns: requests/s" ;;
+    static4k) echo "GET /static/4k.bin, a 4 KiB file from the file server (nginx: sendfile on), 64 connections: requests/s" ;;
+    static1m) echo "GET /static/1m.bin, a 1 MiB file from the file server (nginx: sendfile on), 64 connections: requests/s" ;;
     sleep) echo "GET /sleep?ms=10, 1,000 connections (each waits 10 ms): requests/s" ;;
     handoff) echo "GET /plaintext (64 conns) beside ${BLOCK_CONNS:-32} connections of /block?ms=${BLOCK_MS:-10}: plaintext kept" ;;
     preempt) echo "GET /plaintext (64 conns) beside ${HOGS:-4} /cpu?ms=${HOG_MS:-3000} hogs: plaintext p99, max" ;;
@@ -101,6 +103,7 @@ does_not_apply() {
     epoll/sleep | epoll/handoff | epoll/preempt)
       echo "the bare loop has no runtime: no timers, no blocking calls, no preemption" ;;
     epoll/https) echo "the bare loop speaks no TLS" ;;
+    asio/static* | epoll/static*) echo "serves no files" ;;
     asio/h2 | epoll/h2) echo "speaks no HTTP/2" ;;
     go/idle-ws | nginx/idle-ws | asio/idle-ws | epoll/idle-ws)
       echo "serves no WebSocket" ;;
@@ -325,6 +328,12 @@ if [ ! -s "$tls/cert.pem" ]; then
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
     -keyout "$tls/key.pem" -out "$tls/cert.pem" 2>/dev/null
 fi
+# The files of the static4k and static1m scenarios, served by every peer that serves
+# files (goro-demo --root, Go's http.FileServer, nginx's location with sendfile on).
+static_root="$build/loadtest/static"
+mkdir -p "$static_root"
+[ -s "$static_root/4k.bin" ] || head -c 4096 /dev/urandom >"$static_root/4k.bin"
+[ -s "$static_root/1m.bin" ] || head -c 1048576 /dev/urandom >"$static_root/1m.bin"
 cat >"$tls/client.cnf" <<'EOF'
 openssl_conf = loadtest
 [loadtest]
@@ -474,6 +483,7 @@ http {
       open_file_cache max=16 inactive=600s; open_file_cache_valid 600s;
       gzip on; gzip_comp_level 5; gzip_min_length 1024; gzip_types application/json; gzip_vary on;
     }
+    location /static/ { alias $static_root/; sendfile on; }
 EOF
     if [ -n "$nginx_echo_module" ]; then
       cat <<'EOF'
@@ -533,12 +543,12 @@ start_server_once() {
       [ "$peer" = base ] && binary=$BASE_DEMO
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
       GORO_MAXPROCS=$p "${server_pin[@]}" "$binary" --addr "127.0.0.1:$port" "${tls_args[@]}" \
-        >"$logfile" 2>&1 &
+        --root "$static_root" >"$logfile" 2>&1 &
       ;;
     */go)
       [ "$scheme" = https ] && tls_args=(-tls-cert "$tls/cert.pem" -tls-key "$tls/key.pem")
       GOMAXPROCS=$p "${server_pin[@]}" "$bin/hello" -addr "127.0.0.1:$port" "${tls_args[@]}" \
-        >"$logfile" 2>&1 &
+        -root "$static_root" >"$logfile" 2>&1 &
       ;;
     */asio)
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
@@ -855,6 +865,8 @@ for entry in "${steps[@]}"; do
     json) path=/json ;;
     echo4k) path=/echo script=post4k.lua ;;
     gzip-text) path=/text script=gzip.lua ;;
+    static4k) path=/static/4k.bin ;;
+    static1m) path=/static/1m.bin ;;
     sleep) path="/sleep?ms=10" conns=1000 ;;
     https) scheme=https ;;
     h2) scheme=https h2=1 ;;

@@ -54,7 +54,7 @@ func text(w http.ResponseWriter, body string) {
 	io.WriteString(w, body)
 }
 
-func routes() *http.ServeMux {
+func routes(root string) *http.ServeMux {
 	mux := http.NewServeMux()
 	hello := func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" && r.URL.Path != "/plaintext" {
@@ -111,6 +111,9 @@ func routes() *http.ServeMux {
 		}
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { text(w, "ok") })
+	if root != "" {
+		mux.Handle("/static/", http.StripPrefix("/static/", http.FileServer(http.Dir(root))))
+	}
 	return mux
 }
 
@@ -118,6 +121,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	cert := flag.String("tls-cert", "", "PEM certificate: serve HTTPS (with -tls-key)")
 	key := flag.String("tls-key", "", "PEM private key of -tls-cert")
+	root := flag.String("root", "", "serve the files under this folder at /static/ (http.FileServer)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		*addr = flag.Arg(0)
@@ -125,7 +129,7 @@ func main() {
 	if (*cert == "") != (*key == "") {
 		log.Fatal("hello: -tls-cert and -tls-key go together")
 	}
-	server := &http.Server{Addr: *addr, Handler: routes()}
+	server := &http.Server{Addr: *addr, Handler: routes(*root)}
 	if *cert == "" {
 		log.Printf("hello: serving http://%s", *addr)
 		log.Fatal(server.ListenAndServe())

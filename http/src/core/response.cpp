@@ -58,6 +58,11 @@ std::error_code ResponseController::finish_response() {
   return w_->flush();
 }
 
+std::error_code ResponseController::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
+  if (auto* p = dynamic_cast<FileSender*>(w_)) return p->send_file(fd, offset, count);
+  return errc::not_supported;
+}
+
 namespace detail {
 namespace {
 
@@ -207,6 +212,34 @@ std::error_code Response::write_informational(int status, const Headers& fields)
   if (status < 100 || status > 199 || status == 101) return make_error_code(errc::invalid_status);
   if (head_sent_ || finished_) return errc::response_finished;
   return sink_->send_informational(status, fields);
+}
+
+std::error_code Response::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
+  if (error_) return error_;
+  if (finished_) return errc::response_finished;
+  if (!sink_->can_send_file()) return errc::not_supported;
+  if (head_request_ || body_forbidden(status_)) {
+    body_bytes_ += count;
+    return {};
+  }
+  // The file's bytes go out as they are: the framing must not need to wrap them.
+  if (head_sent_ ? length_ < 0 : parse_length(headers_.get("content-length")) < 0)
+    return errc::not_supported;
+  if (count == 0) return {};
+  if (!head_sent_) {
+    if (std::error_code ec = send_head(false)) return ec;
+  }
+  const std::uint64_t room = body_bytes_ < static_cast<std::uint64_t>(length_)
+                                 ? static_cast<std::uint64_t>(length_) - body_bytes_
+                                 : 0;
+  const bool too_long = count > room;
+  body_bytes_ += count;
+  if (too_long) count = room;
+  if (count > 0) {
+    if (std::error_code ec = sink_->send_file(fd, offset, count)) return fail(ec);
+  }
+  if (too_long) return fail(errc::content_length_exceeded);
+  return {};
 }
 
 bool Response::discard_response() {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <system_error>
 
+#include <goro/http/errors.hpp>
 #include <goro/http/headers.hpp>
 #include <goro/http/response.hpp>
 #include <goro/http/response_controller.hpp>
@@ -41,6 +42,16 @@ class ResponseSink {
   virtual Result<TakenConnection> take_over() = 0;
   // This request's read and write deadlines.
   virtual std::error_code set_deadline(net::IoMode mode, net::Deadline d) = 0;
+  // Whether send_file works here (HTTP/1.1 on plain TCP).
+  virtual bool can_send_file() const { return false; }
+  // count bytes of the file fd from offset, as body bytes of a response whose length
+  // the head announced (the framing adds nothing around them).
+  virtual std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) {
+    (void)fd;
+    (void)offset;
+    (void)count;
+    return errc::not_supported;
+  }
 
  protected:
   ~ResponseSink() = default;
@@ -52,7 +63,8 @@ class Response final : public ResponseWriter,
                        public InformationalWriter,
                        public TrailerWriter,
                        public ResponseDiscarder,
-                       public ResponseFinisher {
+                       public ResponseFinisher,
+                       public FileSender {
  public:
   Response() = default;
 
@@ -91,6 +103,7 @@ class Response final : public ResponseWriter,
   Headers& trailer() noexcept override { return trailers_; }
   bool discard_response() override;
   std::error_code finish_response() override { return finish(); }
+  std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) override;
 
  private:
   std::error_code send_head(bool final);

@@ -9,20 +9,28 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
+#include <goro/http/content_coding.hpp>
+#include <goro/http/errors.hpp>
+#include <goro/http/response_controller.hpp>
 #include <goro/http/status.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 #include "access.hpp"
+#include "files/conditional.hpp"
 
 namespace goro::http {
 namespace {
 
 constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr int kPreconditionFailed = 412;
 
 struct Extension {
   std::string_view ext;
@@ -165,17 +173,113 @@ bool has_dot_dot(std::string_view path) {
   return false;
 }
 
+// The precompressed siblings looked for, in the server's order of preference.
+struct Precompressed {
+  std::string_view coding;
+  std::string_view suffix;
+};
+constexpr Precompressed kPrecompressed[] = {{"br", ".br"}, {"zstd", ".zst"}, {"gzip", ".gz"}};
+
+// Below this many bytes a file is read into the response and goes out with its head in
+// one write; from it on the bytes go by sendfile(2), where the connection can.
+constexpr std::uint64_t kSendFileFrom = 16 * 1024;
+
+// A strong entity tag from what changes whenever the file does: its size, its
+// modification time to the nanosecond and its inode (a file replaced by rename has
+// another); a precompressed variant's tag also names its coding.
+std::string entity_tag(const struct stat& st, std::string_view coding) {
+  std::string out;
+  out.reserve(64);
+  auto hex = [&out](std::uint64_t n) {
+    char digits[16];
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n, 16).ptr);
+  };
+  out.push_back('"');
+  hex(static_cast<std::uint64_t>(st.st_size));
+  out.push_back('-');
+  hex(static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000u +
+      static_cast<std::uint64_t>(st.st_mtim.tv_nsec));
+  out.push_back('-');
+  hex(static_cast<std::uint64_t>(st.st_ino));
+  if (!coding.empty()) out.append("-").append(coding);
+  out.push_back('"');
+  return out;
+}
+
 struct FileServer {
   std::string root;  // real path, no trailing '/'
   int dir_fd = -1;
   FileServerOptions options;
+  std::vector<std::string> index_names;
 
   ~FileServer() {
     if (dir_fd >= 0) ::close(dir_fd);
   }
 
   void serve(Request& req, ResponseWriter& w) const;
+  // Opens the folder's first index file that is there; fd < 0 when none is.
+  void open_index(std::string& rel, File& file, struct stat& st) const;
+  // The precompressed sibling of rel the client accepts best that exists (a regular
+  // file): it replaces file and st, and its coding is returned; empty when none.
+  std::string_view open_precompressed(std::string_view accept_encoding, const std::string& rel,
+                                      File& file, struct stat& st) const;
 };
+
+void FileServer::open_index(std::string& rel, File& file, struct stat& st) const {
+  const std::string folder = rel.empty() || rel.back() == '/' ? rel : rel + "/";
+  int err = -ENOENT;
+  for (const std::string& name : index_names) {
+    std::string candidate = folder + name;
+    int fd = open_beneath(dir_fd, root, candidate);
+    if (fd < 0) {
+      if (err == -ENOENT) err = fd;
+      continue;
+    }
+    if (goro::blocking([&] { return ::fstat(fd, &st); }) != 0 || !S_ISREG(st.st_mode)) {
+      goro::blocking([fd] { ::close(fd); });
+      continue;
+    }
+    file.fd = fd;
+    rel = std::move(candidate);
+    return;
+  }
+  file.fd = err;
+}
+
+std::string_view FileServer::open_precompressed(std::string_view accept_encoding,
+                                                const std::string& rel, File& file,
+                                                struct stat& st) const {
+  // The accepted codings, best first (a tie keeps the server's order).
+  const Precompressed* order[std::size(kPrecompressed)];
+  int weight[std::size(kPrecompressed)];
+  std::size_t count = 0;
+  for (const Precompressed& p : kPrecompressed) {
+    const int q = accept_weight(accept_encoding, p.coding);
+    if (q <= 0) continue;
+    std::size_t at = count++;
+    while (at > 0 && weight[at - 1] < q) {
+      order[at] = order[at - 1];
+      weight[at] = weight[at - 1];
+      --at;
+    }
+    order[at] = &p;
+    weight[at] = q;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const int fd = open_beneath(dir_fd, root, rel + std::string(order[i]->suffix));
+    if (fd < 0) continue;
+    struct stat vst = {};
+    if (goro::blocking([&] { return ::fstat(fd, &vst); }) != 0 || !S_ISREG(vst.st_mode)) {
+      goro::blocking([fd] { ::close(fd); });
+      continue;
+    }
+    goro::blocking([old = file.fd] { ::close(old); });
+    file.fd = fd;
+    st = vst;
+    return order[i]->coding;
+  }
+  return {};
+}
 
 void FileServer::serve(Request& req, ResponseWriter& w) const {
   if (req.method() != "GET" && req.method() != "HEAD") {
@@ -213,16 +317,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
       w.text("301 moved permanently\n", status::moved_permanently);
       return;
     }
-    std::string index =
-        rel.empty() || rel.back() == '/' ? rel + options.index : rel + "/" + options.index;
-    int folder = file.fd;
-    file.fd = open_beneath(dir_fd, root, index);
-    goro::blocking([folder] { ::close(folder); });
-    rel = index;
-    if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) != 0) {
-      goro::blocking([fd = file.fd] { ::close(fd); });
-      file.fd = -EIO;
-    }
+    goro::blocking([folder = file.fd] { ::close(folder); });
+    open_index(rel, file, st);
   }
   if (file.fd < 0) {
     int err = -file.fd;
@@ -241,28 +337,48 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     return;
   }
 
-  char date[30];
-  detail::format_http_date(static_cast<long long>(st.st_mtime), date);
-  w.header().set("Last-Modified", std::string_view(date, 29));
-  w.header().set("Accept-Ranges", "bytes");
-  w.header().set("Content-Type", content_type_for(rel));
-  std::string_view ims = req.header("if-modified-since");
-  if (!ims.empty() && req.header("if-none-match").empty()) {
-    long long since = detail::parse_http_date(ims);
-    if (since >= 0 && static_cast<long long>(st.st_mtime) <= since) {
-      w.header().remove("Content-Type");
-      w.set_status(status::not_modified);
-      return;
+  Headers& h = w.header();
+  std::string_view coding;
+  if (options.precompressed) {
+    const std::string_view accept = req.header("accept-encoding");
+    if (!accept.empty()) {
+      // The answer depends on Accept-Encoding whichever variant goes out.
+      h.set("Vary", "Accept-Encoding");
+      coding = open_precompressed(accept, rel, file, st);
     }
   }
+  const std::string etag = entity_tag(st, coding);
+  const auto modified = static_cast<long long>(st.st_mtime);
+  char date[30];
+  detail::format_http_date(modified, date);
+  h.set("ETag", etag);
+  h.set("Last-Modified", std::string_view(date, 29));
+  const detail::Validators validators{etag, modified};
+  const detail::Conditions conditions{req.header("if-match"), req.header("if-none-match"),
+                                      req.header("if-modified-since"),
+                                      req.header("if-unmodified-since")};
+  switch (detail::evaluate_preconditions(conditions, validators, true)) {
+    case detail::Precondition::proceed: break;
+    case detail::Precondition::not_modified:
+      // ETag, Last-Modified and Vary stay: the client's cached copy is refreshed by them.
+      w.set_status(status::not_modified);
+      return;
+    case detail::Precondition::failed:
+      (void)detail::send_builtin_error(req, w, kPreconditionFailed, "412 precondition failed\n",
+                                       "precondition failed", "file_server");
+      return;
+  }
+  h.set("Accept-Ranges", "bytes");
+  h.set("Content-Type", content_type_for(rel));
+  if (!coding.empty()) h.set("Content-Encoding", coding);
 
   auto size = static_cast<std::uint64_t>(st.st_size);
   std::uint64_t first = 0, last = size == 0 ? 0 : size - 1;
   std::string_view range = req.header("range");
-  if (!range.empty()) {
+  if (!range.empty() && detail::if_range_allows(req.header("if-range"), validators)) {
     int r = parse_range(range, size, first, last);
     if (r < 0) {
-      w.header().set("Content-Range", "bytes */" + std::to_string(size));
+      h.set("Content-Range", "bytes */" + std::to_string(size));
       (void)detail::send_builtin_error(req, w, status::range_not_satisfiable,
                                        "416 range not satisfiable\n", "range not satisfiable",
                                        "file_server");
@@ -270,20 +386,27 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     }
     if (r > 0) {
       w.set_status(status::partial_content);
-      w.header().set("Content-Range", "bytes " + std::to_string(first) + "-" +
-                                          std::to_string(last) + "/" + std::to_string(size));
+      h.set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
+                                 std::to_string(size));
     } else {
       first = 0;
     }
   }
   std::uint64_t length = size == 0 ? 0 : last - first + 1;
-  w.header().set("Content-Length", std::to_string(length));
+  char digits[24];
+  h.set("Content-Length",
+        std::string_view(digits, std::to_chars(digits, digits + sizeof digits, length).ptr));
   if (req.method() == "HEAD" || length == 0) return;
 
-  std::unique_ptr<char[]> buf(new char[kReadChunk]);
+  if (length >= kSendFileFrom) {
+    std::error_code sent = ResponseController(w).send_file(file.fd, first, length);
+    if (sent != errc::not_supported) return;  // sent, or the connection failed
+  }
+  const std::size_t chunk = length < kReadChunk ? static_cast<std::size_t>(length) : kReadChunk;
+  std::unique_ptr<char[]> buf(new char[chunk]);
   std::uint64_t offset = first, left = length;
   while (left > 0) {
-    std::size_t want = left < kReadChunk ? static_cast<std::size_t>(left) : kReadChunk;
+    std::size_t want = left < chunk ? static_cast<std::size_t>(left) : chunk;
     ssize_t n = goro::blocking(
         [&] { return ::pread(file.fd, buf.get(), want, static_cast<off_t>(offset)); });
     if (n <= 0) {
@@ -314,6 +437,13 @@ std::string_view content_type_for(std::string_view file_name) noexcept {
 Handler file_server(std::string root, FileServerOptions options) {
   auto server = std::make_shared<FileServer>();
   server->options = std::move(options);
+  std::string_view names = server->options.index;
+  while (!names.empty()) {
+    const std::size_t space = names.find(' ');
+    if (std::string_view name = names.substr(0, space); !name.empty())
+      server->index_names.emplace_back(name);
+    names = space == std::string_view::npos ? std::string_view() : names.substr(space + 1);
+  }
   char real[PATH_MAX + 1];
   if (::realpath(root.c_str(), real) == nullptr) {
     throw std::system_error(errno, std::generic_category(), "goro::http::file_server: " + root);

@@ -33,6 +33,7 @@
 
 #include <goro/http/errors.hpp>
 #include <goro/http/status.hpp>
+#include <goro/net/conn.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/runtime.hpp>
 
@@ -40,6 +41,7 @@
 #include "core/exchange.hpp"
 #include "core/response.hpp"
 #include "h1/message_parser.hpp"
+#include "h1/send_file.hpp"
 
 namespace goro::http::detail::h1 {
 namespace {
@@ -132,7 +134,10 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
       : conn_(conn),
         stream_(conn.stream()),
         options_(conn.options()),
-        parser_(MessageParser::Mode::request, parser_limits(options_), options_.read_buffer_size) {}
+        parser_(MessageParser::Mode::request, parser_limits(options_), options_.read_buffer_size) {
+    // Only a plain socket can take a file's bytes from the kernel: TLS encrypts them here.
+    if (auto* plain = dynamic_cast<net::Conn*>(&stream_)) socket_ = plain->fd();
+  }
 
   // Bytes already read (the protocol choice's), as if read now.
   void feed(std::string_view bytes);
@@ -173,6 +178,8 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   std::error_code send_informational(int status, const Headers& fields) override;
   Result<TakenConnection> take_over() override;
   std::error_code set_deadline(net::IoMode mode, net::Deadline d) override;
+  bool can_send_file() const override { return socket_ >= 0; }
+  std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) override;
 
  private:
   enum class Head { ready, ended, idle };
@@ -209,6 +216,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   bool finishing_ = false;  // writes now end a response; they may be batched
   bool request_ctx_made_ = false;
   Framing framing_ = Framing::none;
+  int socket_ = -1;  // the plain TCP socket's descriptor, for sendfile; -1 on TLS
   std::error_code body_error_;
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
@@ -702,6 +710,23 @@ std::error_code Exchange::set_deadline(net::IoMode mode, net::Deadline d) {
     if (std::error_code ec = stream_.set_write_deadline(d)) return ec;
   }
   return {};
+}
+
+// The head has gone out (send_head writes at once outside finishing_); the file's bytes
+// follow it, parking while the client is slow, up to the write deadline or the end of
+// the request's context (the client hung up, shutdown's deadline).
+std::error_code Exchange::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
+  if (std::error_code ec = flush_out()) return ec;
+  const net::Deadline deadline =
+      write_deadline_ == net::Deadline::max() ? net::no_deadline : write_deadline_;
+  std::uint64_t sent = 0;
+  std::error_code ec =
+      h1::send_file(socket_, fd, offset, count, deadline, request_.context(), sent);
+  conn_.count_out(static_cast<std::size_t>(sent));
+  if (!ec) return {};
+  close_after_ = true;
+  if (ec == std::errc::broken_pipe || ec == std::errc::connection_reset) conn_.note_peer_gone();
+  return ec;
 }
 
 std::error_code Exchange::write_out(const iovec* iov, int count) {

@@ -15,6 +15,7 @@
 // after taking the connection) implements it itself and refuses.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <system_error>
 
@@ -102,6 +103,29 @@ class ResponseFinisher {
   ~ResponseFinisher() = default;
 };
 
+// A writer that can send bytes of an open file as body straight from the file to the
+// connection (sendfile(2): no copy through user space), as Go's response implements
+// io.ReaderFrom. The server's writer can on plain-TCP HTTP/1.1 connections; on TLS and
+// HTTP/2 it refuses, and the caller copies. Unlike the other powers it is not looked
+// for through unwrap(): the bytes would pass under a wrapper that does not know of it
+// (one that compresses or counts the body), so a wrapper that forwards the body
+// unchanged and wants the zero-copy path implements FileSender itself, forwarding to
+// ResponseController(inner).send_file.
+class FileSender {
+ public:
+  // Sends count bytes of the regular file fd, from offset, as the next bytes of the
+  // body; the head first when it has not gone, and it must then declare a
+  // Content-Length (a streamed body cannot carry file bytes). errc::not_supported,
+  // with nothing sent, when this writer cannot; then the caller writes the bytes
+  // itself. Parks (never blocks the thread) while the client reads slowly, up to the
+  // write deadline. A file that turns out shorter fails with errc::unexpected_eof,
+  // after which the connection closes. Does not move fd's file offset.
+  virtual std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) = 0;
+
+ protected:
+  ~FileSender() = default;
+};
+
 // Finds the powers of a writer chain: the first writer, from w down through unwrap(), that
 // has the one asked for. Every call fails with errc::not_supported (or returns nullptr)
 // when none has it.
@@ -120,6 +144,9 @@ class ResponseController {
   bool discard_response();
   // See ResponseFinisher; flushes instead when no writer can.
   std::error_code finish_response();
+  // See FileSender: w itself, not the writers it wraps; errc::not_supported when w
+  // cannot.
+  std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count);
 
   // The first writer of the chain that implements Power, or nullptr.
   template <class Power>
