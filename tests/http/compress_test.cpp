@@ -23,36 +23,13 @@
 #include <goro/scheduler/runtime.hpp>
 
 #include "compress/codec.hpp"
+#include "curl_util.hpp"
 #include "test_util.hpp"
 
 namespace goro::http::test {
 namespace {
 
 using detail::Coding;
-
-struct Output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Output curl(const std::string& args) {
-  char err_file[] = "/tmp/goro-compress-curl-XXXXXX";
-  int fd = mkstemp(err_file);
-  if (fd >= 0) close(fd);
-  const std::string cmd = "curl --silent --show-error --max-time 15 " + args + " 2>" + err_file;
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  o.status = pclose(p);
-  std::ifstream e(err_file);
-  o.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::remove(err_file);
-  return o;
-}
 
 // A text that compresses as JSON does: repeated structure, varying values.
 std::string text_body(std::size_t size) {
@@ -169,15 +146,15 @@ class Compress : public ::testing::TestWithParam<std::tuple<int, bool>> {
     return std::get<1>(GetParam()) ? "--http2-prior-knowledge " : "--http1.1 ";
   }
   // The response head (-D) and the body as curl decoded it (--compressed).
-  Output get(const std::string& path, const std::string& extra = "") {
-    return curl(proto() + "--compressed -D /dev/stderr " + extra + " " + server.url(path));
+  CurlOutput get(const std::string& path, const std::string& extra = "") {
+    return run_curl(proto() + "--compressed -D /dev/stderr " + extra + " " + server.url(path));
   }
 };
 
 TEST_P(Compress, EachCodingRoundTripsThroughCurl) {
   for (const char* coding : {"gzip", "br", "zstd"}) {
     SCOPED_TRACE(coding);
-    Output o = get("/text", std::string("-H 'Accept-Encoding: ") + coding + "'");
+    CurlOutput o = get("/text", std::string("-H 'Accept-Encoding: ") + coding + "'");
     ASSERT_EQ(o.status, 0) << o.err;
     EXPECT_EQ(o.out, kText);
     EXPECT_EQ(header_of(o.err, "content-encoding"), coding);
@@ -190,7 +167,7 @@ TEST_P(Compress, EachCodingRoundTripsThroughCurl) {
 
 TEST_P(Compress, CurlsOwnAcceptEncodingGetsZstdFirst) {
   // curl --compressed offers "deflate, gzip, br, zstd", all weighed alike.
-  Output o = get("/json");
+  CurlOutput o = get("/json");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, kText);
   EXPECT_EQ(header_of(o.err, "content-encoding"), "zstd");
@@ -201,7 +178,7 @@ TEST_P(Compress, CurlsOwnAcceptEncodingGetsZstdFirst) {
 }
 
 TEST_P(Compress, RefusedCodingsLeaveTheBodyAloneButVary) {
-  Output o = get("/json", "-H 'Accept-Encoding: gzip;q=0, br;q=0, zstd;q=0'");
+  CurlOutput o = get("/json", "-H 'Accept-Encoding: gzip;q=0, br;q=0, zstd;q=0'");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, kText);
   EXPECT_EQ(header_of(o.err, "content-encoding"), "");
@@ -210,29 +187,29 @@ TEST_P(Compress, RefusedCodingsLeaveTheBodyAloneButVary) {
 }
 
 TEST_P(Compress, SmallImagesEncodedAndRangesAreNotCompressed) {
-  Output small = get("/small");
+  CurlOutput small = get("/small");
   EXPECT_EQ(small.out, kText.substr(0, 200));
   EXPECT_EQ(header_of(small.err, "content-encoding"), "");
   EXPECT_EQ(header_of(small.err, "content-length"), "200");
   EXPECT_EQ(header_of(small.err, "vary"), "Accept-Encoding");
 
-  Output image = get("/image");
+  CurlOutput image = get("/image");
   EXPECT_EQ(image.out, kText);
   EXPECT_EQ(header_of(image.err, "content-encoding"), "");
   EXPECT_EQ(header_of(image.err, "vary"), "");
 
   // Coded by the handler already: not coded twice.
-  Output encoded = get("/encoded");
+  CurlOutput encoded = get("/encoded");
   EXPECT_EQ(header_of(encoded.err, "content-encoding"), "gzip");
   EXPECT_EQ(encoded.out, kText);
 
   // The handler ignores the range and answers 200 in full: still not coded, since the
   // client asked for bytes of the uncoded body.
-  Output range = get("/text", "-r 0-99");
+  CurlOutput range = get("/text", "-r 0-99");
   EXPECT_EQ(header_of(range.err, "content-encoding"), "");
   EXPECT_EQ(range.out, kText);
 
-  Output head = curl(proto() + "--compressed -I " + server.url("/text"));
+  CurlOutput head = run_curl(proto() + "--compressed -I " + server.url("/text"));
   EXPECT_EQ(header_of(head.out, "content-encoding"), "");
 }
 
@@ -277,14 +254,14 @@ TEST_P(Compress, RequestBodiesAreDecodedForTheHandler) {
     const std::string name(detail::coding_name(c));
     SCOPED_TRACE(name);
     const std::string file = write_temp(encode(c, kText));
-    Output o = curl(proto() + "--data-binary @" + file + " -H 'Content-Encoding: " + name +
+    CurlOutput o = run_curl(proto() + "--data-binary @" + file + " -H 'Content-Encoding: " + name +
                     "' " + server.url("/upload"));
     std::remove(file.c_str());
     EXPECT_EQ(o.out, checksum_line(kText));
   }
   // Two codings, gzip applied first.
   const std::string file = write_temp(encode(Coding::br, encode(Coding::gzip, kText)));
-  Output o = curl(proto() + "--data-binary @" + file + " -H 'Content-Encoding: gzip, br' " +
+  CurlOutput o = run_curl(proto() + "--data-binary @" + file + " -H 'Content-Encoding: gzip, br' " +
                   server.url("/upload"));
   std::remove(file.c_str());
   EXPECT_EQ(o.out, checksum_line(kText));
@@ -297,7 +274,7 @@ TEST_P(Compress, RequestDecodingRefusesBombsCorruptionAndUnknownCodings) {
     const std::string name(detail::coding_name(c));
     SCOPED_TRACE(name);
     const std::string file = write_temp(encode(c, zeros, 1));
-    Output o = curl(proto() + "-D /dev/stderr --data-binary @" + file +
+    CurlOutput o = run_curl(proto() + "-D /dev/stderr --data-binary @" + file +
                     " -H 'Content-Encoding: " + name + "' " + server.url("/upload"));
     std::remove(file.c_str());
     EXPECT_NE(o.err.find(" 413"), std::string::npos) << o.err;
@@ -307,7 +284,7 @@ TEST_P(Compress, RequestDecodingRefusesBombsCorruptionAndUnknownCodings) {
   std::string corrupt = encode(Coding::gzip, kText);
   corrupt[corrupt.size() / 2] ^= 0x55;
   std::string file = write_temp(corrupt);
-  Output o = curl(proto() + "-D /dev/stderr --data-binary @" + file +
+  CurlOutput o = run_curl(proto() + "-D /dev/stderr --data-binary @" + file +
                   " -H 'Content-Encoding: gzip' " + server.url("/upload"));
   std::remove(file.c_str());
   EXPECT_NE(o.err.find(" 400"), std::string::npos) << o.err;
@@ -316,13 +293,13 @@ TEST_P(Compress, RequestDecodingRefusesBombsCorruptionAndUnknownCodings) {
   std::string truncated = encode(Coding::zstd, kText);
   truncated.resize(truncated.size() - 10);
   file = write_temp(truncated);
-  o = curl(proto() + "-D /dev/stderr --data-binary @" + file + " -H 'Content-Encoding: zstd' " +
+  o = run_curl(proto() + "-D /dev/stderr --data-binary @" + file + " -H 'Content-Encoding: zstd' " +
            server.url("/upload"));
   std::remove(file.c_str());
   EXPECT_NE(o.err.find(" 400"), std::string::npos) << o.err;
   EXPECT_NE(o.out.find("truncated"), std::string::npos) << o.out;
 
-  o = curl(proto() + "-D /dev/stderr --data-binary hello -H 'Content-Encoding: compress' " +
+  o = run_curl(proto() + "-D /dev/stderr --data-binary hello -H 'Content-Encoding: compress' " +
            server.url("/upload"));
   EXPECT_NE(o.err.find(" 415"), std::string::npos) << o.err;
   EXPECT_EQ(header_of(o.err, "accept-encoding"), "gzip, deflate, br, zstd");
@@ -346,7 +323,7 @@ TEST(CompressConcurrent, ParallelCurlsEachGetTheirBody) {
       const char* coding = i % 3 == 0 ? "gzip" : i % 3 == 1 ? "br" : "zstd";
       std::string urls;
       for (int k = 0; k < 10; ++k) urls += " " + server.url("/text");
-      Output o = curl(std::string("--compressed -H 'Accept-Encoding: ") + coding + "'" + urls);
+      CurlOutput o = run_curl(std::string("--compressed -H 'Accept-Encoding: ") + coding + "'" + urls);
       std::string all;
       for (int k = 0; k < 10; ++k) all += kText;
       if (o.out == all) good.fetch_add(1);

@@ -9,36 +9,12 @@
 #include <goro/http/router.hpp>
 #include <goro/http/server.hpp>
 
+#include "curl_util.hpp"
 #include "test_certs.hpp"
 #include "test_util.hpp"
 
 namespace goro::http::test {
 namespace {
-
-struct Output {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr (curl -v)
-};
-
-// Runs curl with args (a shell fragment); captures stdout and stderr.
-Output curl(const std::string& args) {
-  char err_file[] = "/tmp/goro-http-curl-XXXXXX";
-  int fd = mkstemp(err_file);
-  if (fd >= 0) close(fd);
-  std::string cmd = "curl --silent --show-error --max-time 20 " + args + " 2>" + err_file;
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  o.status = pclose(p);
-  std::ifstream e(err_file);
-  o.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::remove(err_file);
-  return o;
-}
 
 Handler app() {
   Router r;
@@ -74,7 +50,7 @@ class Curl : public ::testing::Test {
 };
 
 TEST_F(Curl, Http10) {
-  Output o = curl("--http1.0 -D - " + server.url("/hello"));
+  CurlOutput o = run_curl("--http1.0 -D - " + server.url("/hello"));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("HTTP/1.1 200 OK"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("Connection: close"), std::string::npos) << o.out;
@@ -82,7 +58,7 @@ TEST_F(Curl, Http10) {
 }
 
 TEST_F(Curl, KeepAliveReusesTheConnection) {
-  Output o = curl("-v --http1.1 " + server.url("/hello") + " " + server.url("/hello") + " " +
+  CurlOutput o = run_curl("-v --http1.1 " + server.url("/hello") + " " + server.url("/hello") + " " +
                   server.url("/hello"));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, "hello over HTTP/1.1hello over HTTP/1.1hello over HTTP/1.1");
@@ -91,7 +67,7 @@ TEST_F(Curl, KeepAliveReusesTheConnection) {
 
 TEST_F(Curl, ChunkedUpload) {
   std::string file = write_file("chunked", 300000);
-  Output o = curl("-D - --http1.1 -H 'Transfer-Encoding: chunked' --data-binary @" + file + " " +
+  CurlOutput o = run_curl("-D - --http1.1 -H 'Transfer-Encoding: chunked' --data-binary @" + file + " " +
                   server.url("/echo") + " -o /tmp/goro-http-echoed-" + std::to_string(getpid()));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("X-Chunked: yes"), std::string::npos) << o.out;
@@ -105,8 +81,8 @@ TEST_F(Curl, ChunkedUpload) {
 
 TEST_F(Curl, ExpectContinue) {
   std::string file = write_file("continue", 2 << 20);
-  Output o =
-      curl("-v --http1.1 -H 'Expect: 100-continue' --expect100-timeout 10 --data-binary @" + file +
+  CurlOutput o =
+      run_curl("-v --http1.1 -H 'Expect: 100-continue' --expect100-timeout 10 --data-binary @" + file +
            " " + server.url("/echo") + " -o /dev/null -w '%{http_code} %{size_upload}'");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.err.find("HTTP/1.1 100 Continue"), std::string::npos) << o.err;
@@ -115,7 +91,7 @@ TEST_F(Curl, ExpectContinue) {
 }
 
 TEST_F(Curl, StreamedResponse) {
-  Output o = curl("-D - --http1.1 " + server.url("/stream"));
+  CurlOutput o = run_curl("-D - --http1.1 " + server.url("/stream"));
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("Transfer-Encoding: chunked"), std::string::npos);
   EXPECT_NE(o.out.find("part0;part1;part2;part3;"), std::string::npos);
@@ -126,8 +102,8 @@ TEST(CurlTls, HttpsWithCaCert) {
   net::TlsCertificate leaf = pki.leaf("server", {"localhost"});
   TestServer server(app(), {}, 2, leaf);
   std::string port = std::to_string(server.port());
-  Output o =
-      curl("-v --http1.1 --cacert " + pki.ca_file() + " --resolve localhost:" + port +
+  CurlOutput o =
+      run_curl("-v --http1.1 --cacert " + pki.ca_file() + " --resolve localhost:" + port +
            ":127.0.0.1 https://localhost:" + port + "/hello https://localhost:" + port + "/hello");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, "hello over HTTP/1.1hello over HTTP/1.1");
@@ -137,7 +113,7 @@ TEST(CurlTls, HttpsWithCaCert) {
   EXPECT_NE(o.err.substr(alpn, 40).find("http/1.1"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("Re-using existing connection"), std::string::npos);
   // Without the CA, verification fails.
-  Output bad = curl("--http1.1 --resolve localhost:" + port +
+  CurlOutput bad = run_curl("--http1.1 --resolve localhost:" + port +
                     ":127.0.0.1 https://localhost:" + port + "/hello");
   EXPECT_NE(bad.status, 0);
 }
