@@ -19,6 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/context.hpp>
+#include <goro/scheduler/select.hpp>
+
 #include "net_test_util.hpp"
 #include "test_certs.hpp"
 
@@ -551,6 +555,56 @@ TEST_P(ProcsTest, TlsBadClientFloodBesideGoodClients) {
     auto c = tls_dial("tcp", server.addr(), good, 5s);
     ASSERT_TRUE(c) << c.error().message();
     EXPECT_TRUE(ping(*c));
+  });
+}
+
+// watch_files reloads when the files change, reports each outcome, and stops with its
+// context.
+TEST(TlsReload, WatchFilesReloadsOnChange) {
+  TestPki pki;
+  TlsCertificate leaf = pki.leaf("server", {"example.test"});
+  run_with(2, [&] {
+    auto sctx = server_ctx({.certificates = {leaf}});
+    ASSERT_TRUE(sctx);
+    auto ln = tls_listen("tcp", "127.0.0.1:0", sctx);
+    ASSERT_TRUE(ln);
+    WhoServer server(std::move(*ln));
+    auto cctx = client_ctx(pki);
+    goro::Chan<std::string> reports(64);
+    auto [stop, cancel] = with_cancel(Context());
+    watch_files(sctx, 20ms, stop, [&](const goro::Error& e) {
+      (void)reports.try_send(e ? e.what() : std::string("ok"));
+    });
+    // The next report that is a success (or, with want_error, an error): a certificate
+    // written before its key may first fail to match.
+    auto next_report = [&](bool want_error) -> std::string {
+      const auto until = std::chrono::steady_clock::now() + 5s;
+      while (std::chrono::steady_clock::now() < until) {
+        std::optional<std::string> r;
+        goro::select(goro::recv_case(reports, r), goro::timeout_case(100ms));
+        if (r && (*r == "ok") != want_error) return *r;
+      }
+      return "no report";
+    };
+    const std::string before = sctx->certificates().at(0).sha256;
+    pki.leaf("server", {"example.test"});
+    EXPECT_EQ(next_report(false), "ok");
+    const std::string after = sctx->certificates().at(0).sha256;
+    EXPECT_NE(after, before);
+    auto c = tls_dial("tcp", server.addr(), cctx, 5s);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(server_fingerprint(*c), after);
+
+    write_file(leaf.cert_file, "garbage");
+    std::string failed = next_report(true);
+    EXPECT_NE(failed.find(leaf.cert_file), std::string::npos) << failed;
+    EXPECT_EQ(sctx->certificates().at(0).sha256, after);
+
+    cancel();
+    goro::sleep(50ms);
+    pki.leaf("server", {"example.test"});
+    goro::sleep(200ms);
+    EXPECT_EQ(sctx->certificates().at(0).sha256, after) << "a stopped watch reloaded";
   });
 }
 

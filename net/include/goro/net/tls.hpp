@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -245,6 +246,15 @@ class TlsListener {
   Listener inner_;
   std::shared_ptr<TlsContext> ctx_;
 };
+
+// Reloads ctx (TlsContext::reload) whenever a file its config names changes: a
+// goroutine of its own looks at their inode, size and modification time every
+// interval, until stop is cancelled or ctx has no other owner. on_reload, if given,
+// hears each reload's outcome (an empty Error on success) on that goroutine. A reload
+// that fails is tried again only once the files change again. Returns at once.
+void watch_files(std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds interval,
+                 Context stop = Context(),
+                 std::function<void(const goro::Error&)> on_reload = {});
 
 // listen() plus a server context. Blocks only to resolve a host name.
 Result<TlsListener> tls_listen(std::string_view network, std::string_view address,
