@@ -1,10 +1,10 @@
-// TLS contexts (certificates, SNI, ALPN, verification) and the TLS error categories;
-// the session over a stream is in tls.cpp.
+// TlsContext (making one, reloading its files, rotating its ticket keys) and the TLS
+// error categories. How its OpenSSL contexts are built is in tls_load.cpp; the session
+// over a stream in tls.cpp.
 #include <goro/net/tls.hpp>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include <memory>
 #include <mutex>
@@ -93,7 +93,7 @@ Result<std::shared_ptr<TlsContext>> make_context(std::unique_ptr<TlsContext::Imp
   std::error_code ec = goro::blocking([&]() -> std::error_code {
     std::shared_ptr<const TlsGeneration> gen;
     if (goro::Error e = detail::load_generation(*impl, gen)) return e.code();
-    impl->current.store(std::move(gen), std::memory_order_release);
+    impl->current.store(std::move(gen));
     if (!impl->server) return {};
     impl->base = detail::new_ssl_ctx(*impl);
     if (impl->base == nullptr) return take_openssl_error(kInvalid);
@@ -136,13 +136,13 @@ goro::Error TlsContext::reload() {
     std::lock_guard lock(impl_->reload_mu);
     std::shared_ptr<const TlsGeneration> gen;
     if (goro::Error e = detail::load_generation(*impl_, gen)) return e;
-    impl_->current.store(std::move(gen), std::memory_order_release);
+    impl_->current.store(std::move(gen));
     return {};
   });
 }
 
 std::vector<TlsCertificateInfo> TlsContext::certificates() const {
-  std::shared_ptr<const TlsGeneration> gen = impl_->current.load(std::memory_order_acquire);
+  std::shared_ptr<const TlsGeneration> gen = impl_->current.load();
   std::vector<TlsCertificateInfo> out;
   for (SSL_CTX* c : gen->ctxs) {
     if (X509* leaf = SSL_CTX_get0_certificate(c)) out.push_back(detail::certificate_info(leaf));

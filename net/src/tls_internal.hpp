@@ -1,11 +1,11 @@
-// What tls.cpp (the TLS session), tls_context.cpp (contexts, errors), tls_reload.cpp
-// (loading files) and tls_state.cpp (certificate details, ticket keys) share.
+// What tls.cpp (the TLS session), tls_context.cpp (contexts, errors), tls_load.cpp
+// (building OpenSSL contexts from files) and tls_state.cpp (certificate details, ticket
+// keys) share.
 // Internal to goro::net.
 #pragma once
 
 #include <openssl/ssl.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -47,6 +47,30 @@ struct TicketKeys {
   std::chrono::steady_clock::time_point made;  // when current took over
 };
 
+// A shared_ptr that one thread replaces while others read it. A copy under a short lock,
+// not std::atomic<std::shared_ptr>: libstdc++ 12's releases a reader's hold on it with a
+// relaxed store, which is a race by the memory model (ThreadSanitizer reports it).
+// load: any thread; store: any thread, concurrently with loads.
+template <class T>
+class Published {
+ public:
+  std::shared_ptr<const T> load() const {
+    std::lock_guard lock(mu_);
+    return ptr_;
+  }
+  void store(std::shared_ptr<const T> next) {
+    {
+      std::lock_guard lock(mu_);
+      ptr_.swap(next);
+    }
+    // next, the one replaced, goes here, outside the lock.
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const T> ptr_;
+};
+
 struct TlsContext::Impl {
   TlsConfig config;
   bool server = false;
@@ -57,13 +81,14 @@ struct TlsContext::Impl {
   // an SSL was made from as its session context: tickets and the session cache stay
   // here, across reloads.
   SSL_CTX* base = nullptr;
-  // The current generation. Loaded (acquire) by every handshake, on any thread;
-  // stored (release) by reload, so that what the load finds is fully built.
-  std::atomic<std::shared_ptr<const TlsGeneration>> current;
-  std::mutex reload_mu;  // serialises reloads (the store above needs no lock)
+  // The current generation: loaded by every handshake, on any thread; stored by reload
+  // once fully built.
+  Published<TlsGeneration> current;
+  std::mutex reload_mu;  // serialises reloads
 
-  // Session ticket keys, read by every ticket made or opened; rotate under ticket_mu.
-  std::atomic<std::shared_ptr<const TicketKeys>> tickets;
+  // Session ticket keys, loaded by every ticket made or opened; rotations store under
+  // ticket_mu.
+  Published<TicketKeys> tickets;
   std::mutex ticket_mu;
 
   ~Impl() {
@@ -72,7 +97,7 @@ struct TlsContext::Impl {
 
   // The SSL_CTX a new connection's SSL is made from.
   SSL_CTX* ssl_ctx_for_new() const {
-    return server ? base : current.load(std::memory_order_acquire)->ctxs.front();
+    return server ? base : current.load()->ctxs.front();
   }
 };
 

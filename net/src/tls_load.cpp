@@ -38,7 +38,7 @@ int select_certificate(SSL* ssl, int*, void* arg) {
   const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
   const int answer = name != nullptr ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
   if (SSL_get_SSL_CTX(ssl) != impl->base) return answer;
-  std::shared_ptr<const TlsGeneration> gen = impl->current.load(std::memory_order_acquire);
+  std::shared_ptr<const TlsGeneration> gen = impl->current.load();
   SSL_CTX* chosen = gen->ctxs.front();
   if (name != nullptr) {
     for (SSL_CTX* c : gen->ctxs) {

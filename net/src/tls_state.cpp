@@ -148,29 +148,29 @@ bool new_ticket_key(TicketKey& key) {
 bool publish_next_key(TlsContext::Impl& impl) {
   auto next = std::make_shared<TicketKeys>();
   if (!new_ticket_key(next->current)) return false;
-  std::shared_ptr<const TicketKeys> now = impl.tickets.load(std::memory_order_acquire);
+  std::shared_ptr<const TicketKeys> now = impl.tickets.load();
   if (now) {
     next->previous = now->current;
     next->has_previous = true;
   }
   next->made = std::chrono::steady_clock::now();
-  impl.tickets.store(std::move(next), std::memory_order_release);
+  impl.tickets.store(std::move(next));
   return true;
 }
 
 // The keys to use now: rotated first when the current key has served its period.
 std::shared_ptr<const TicketKeys> keys_now(TlsContext::Impl& impl) {
-  std::shared_ptr<const TicketKeys> keys = impl.tickets.load(std::memory_order_acquire);
+  std::shared_ptr<const TicketKeys> keys = impl.tickets.load();
   const auto period = impl.config.session_ticket_rotation;
   if (period.count() <= 0 || std::chrono::steady_clock::now() - keys->made < period) return keys;
   std::lock_guard lock(impl.ticket_mu);
-  keys = impl.tickets.load(std::memory_order_acquire);
+  keys = impl.tickets.load();
   if (std::chrono::steady_clock::now() - keys->made >= period) {
     // Past two periods the previous key has expired too: both go.
     if (std::chrono::steady_clock::now() - keys->made >= 2 * period) (void)publish_next_key(impl);
     (void)publish_next_key(impl);
   }
-  return impl.tickets.load(std::memory_order_acquire);
+  return impl.tickets.load();
 }
 
 bool init_ticket_crypto(const TicketKey& key, unsigned char* iv, EVP_CIPHER_CTX* cipher,

@@ -57,10 +57,12 @@ void watch_files(std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds inter
   std::weak_ptr<TlsContext> weak = ctx;
   std::vector<std::string> files = files_of(ctx->config());
   ctx.reset();
-  goro::go([weak = std::move(weak), files = std::move(files), interval, stop = std::move(stop),
-            on_reload = std::move(on_reload)] {
-    std::vector<FileStamp> seen = stamps(files);
+  // Taken before returning, so that a change made once watch_files has returned is seen.
+  std::vector<FileStamp> first = stamps(files);
+  goro::go([weak = std::move(weak), files = std::move(files), seen = std::move(first), interval,
+            stop = std::move(stop), on_reload = std::move(on_reload)]() mutable {
     while (!goro::sleep(interval, stop)) {
+      if (weak.expired()) return;
       std::vector<FileStamp> now = stamps(files);
       if (now == seen) continue;
       // A failed reload is not retried until the files change again: a certificate

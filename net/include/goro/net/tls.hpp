@@ -251,7 +251,8 @@ class TlsListener {
 // goroutine of its own looks at their inode, size and modification time every
 // interval, until stop is cancelled or ctx has no other owner. on_reload, if given,
 // hears each reload's outcome (an empty Error on success) on that goroutine. A reload
-// that fails is tried again only once the files change again. Returns at once.
+// that fails is tried again only once the files change again. Returns once it has
+// looked at the files a first time (in goro::blocking): later changes are seen.
 void watch_files(std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds interval,
                  Context stop = Context(),
                  std::function<void(const goro::Error&)> on_reload = {});
