@@ -38,7 +38,9 @@
 // HTTP/2: over TLS when the client offers h2 in ALPN; on plain TCP with --h2c, for
 // clients with prior knowledge (curl --http2-prior-knowledge, h2load), beside HTTP/1.1.
 //
-// The service shell is goro::App: the address also comes from GORO_ADDR or PORT, and
+// The service shell is goro::App: the address also comes from GORO_ADDR or PORT; over
+// HTTPS, SIGHUP reloads --tls-cert and --tls-key (new connections get the new
+// certificate; a file that does not load is logged and the old one kept); and
 // SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
 // --shutdown-timeout). Then one line on stdout with the requests the handlers took and
 // finished, which a test holds against the responses its client received.

@@ -11,6 +11,7 @@
 #include <goro/net/listener.hpp>
 #include <goro/net/tls.hpp>
 #include <goro/scheduler/chan.hpp>
+#include <goro/scheduler/context.hpp>
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/select.hpp>
 #include <goro/scheduler/signal.hpp>
@@ -51,6 +52,9 @@ App::App(int argc, char** argv, AppOptions options)
   flags_.var("tls-cert", options_.tls_cert,
              "serve HTTPS with the certificate chain in `FILE` (PEM), with --tls-key");
   flags_.var("tls-key", options_.tls_key, "the private key for --tls-cert, in `FILE` (PEM)");
+  flags_.var("tls-reload-interval", options_.tls_reload_interval,
+             "also reload --tls-cert/--tls-key when they change, looking every `duration` (0: "
+             "only on SIGHUP)");
   flags_.var("shutdown-timeout", options_.shutdown_timeout,
              "how long a shutdown lets requests in flight finish (10s, 2.5, 500ms)");
   flags_.func(
@@ -96,6 +100,17 @@ const std::vector<std::string>& App::args() {
   return flags_.args();
 }
 
+void App::report_reload(std::string_view why, const goro::Error& result) const {
+  const std::string cause(why);
+  if (result) {
+    log(cause + ": TLS reload failed, still serving the previous certificate: " + result.what());
+    return;
+  }
+  std::printf("%s: %s: reloaded TLS certificate %s\n", options_.name.c_str(), cause.c_str(),
+              options_.tls_cert.c_str());
+  std::fflush(stdout);
+}
+
 void App::log(std::string_view message) const {
   std::fprintf(stderr, "%s: %.*s\n", options_.name.c_str(), static_cast<int>(message.size()),
                message.data());
@@ -125,6 +140,8 @@ int App::run(std::function<http::Handler()> make) {
           return 1;
         }
         const bool tls = !options_.tls_cert.empty();
+        std::shared_ptr<net::TlsContext> tls_context;
+        auto [watch_stop, stop_watching] = goro::with_cancel(Context());
         std::optional<net::Listener> plain;
         std::optional<net::TlsListener> secure;
         if (tls) {
@@ -147,6 +164,14 @@ int App::run(std::function<http::Handler()> make) {
             return 1;
           }
           secure.emplace(std::move(*ln));
+          tls_context = *ctx;
+          net::watch_files(tls_context, options_.tls_reload_interval, watch_stop,
+                           [this](const goro::Error& e) { report_reload("change", e); });
+          // SIGHUP reloads the certificate (below), as nginx's reload does.
+          if (std::error_code ec = goro::signal_notify(signals, {SIGHUP})) {
+            log("signals: " + ec.message());
+            return 1;
+          }
         } else {
           auto ln = net::listen("tcp", options_.addr);
           if (!ln) {
@@ -186,7 +211,13 @@ int App::run(std::function<http::Handler()> make) {
         goro::go([&] { served.send(tls ? server.serve(*secure) : server.serve(*plain)); });
         std::optional<int> sig;
         std::optional<std::error_code> failed;
-        goro::select(goro::recv_case(signals, sig), goro::recv_case(served, failed));
+        for (;;) {
+          sig.reset();
+          goro::select(goro::recv_case(signals, sig), goro::recv_case(served, failed));
+          if (!sig || *sig != SIGHUP) break;
+          report_reload("SIGHUP", tls_context->reload());
+        }
+        stop_watching();
         if (failed) {
           // The listener broke: nothing more can be accepted.
           log("serving stopped: " + failed->message());

@@ -89,6 +89,7 @@ struct TlsConn::Impl {
 
   std::atomic<bool> handshake_done{false};
   std::error_code handshake_error;  // written under hs_mu before handshake_done
+  TlsConnectionState state;         // the same
   std::atomic<bool> closed{false};
   // Public calls in progress (CallScope), and the closer's wait for them: close()
   // returns only once none is left inside, as Conn::close does, so the owner may
@@ -353,19 +354,25 @@ std::error_code TlsConn::Impl::handshake() {
       }
     }
   }
+  if (!result) {
+    std::lock_guard lock(ssl_mu);
+    detail::fill_connection_state(ssl, ctx->is_server(), state);
+    if (!ctx->is_server()) state.server_name = sent_server_name;
+  }
   handshake_error = result;
   handshake_done.store(true, std::memory_order_release);
   return result;
 }
 
-// The connection state both ends share: an SSL on ctx's first SSL_CTX, reading and
+// The connection state both ends share: an SSL on ctx's SSL_CTX for new connections
+// (a server's moves to the current certificates at the client hello), reading and
 // writing through the in-memory queue BIO.
 static Result<std::unique_ptr<TlsConn::Impl>> make_impl(std::unique_ptr<Stream> inner,
                                                         std::shared_ptr<TlsContext> ctx) {
   auto impl = std::make_unique<TlsConn::Impl>();
   impl->inner = std::move(inner);
   impl->ctx = std::move(ctx);
-  impl->ssl = SSL_new(impl->ctx->impl().ctxs.front());
+  impl->ssl = SSL_new(impl->ctx->impl().ssl_ctx_for_new());
   if (impl->ssl == nullptr) return take_openssl_error(kNoMemory);
   BIO* bio = BIO_new(queue_bio_method());
   if (bio == nullptr) return take_openssl_error(kNoMemory);
@@ -643,7 +650,10 @@ std::string TlsConn::version() const {
   return SSL_get_version(impl_->ssl);
 }
 
-// ---------------------------------------------------------------------------------
-// Listener and dial
+const TlsConnectionState* TlsConn::connection_state() const noexcept {
+  if (!impl_ || !impl_->handshake_done.load(std::memory_order_acquire) || impl_->handshake_error)
+    return nullptr;
+  return &impl_->state;
+}
 
 }  // namespace goro::net

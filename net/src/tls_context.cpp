@@ -1,12 +1,13 @@
-// TLS contexts (certificates, SNI, ALPN, verification) and the TLS error categories;
-// the session over a stream is in tls.cpp.
+// TlsContext (making one, reloading its files, rotating its ticket keys) and the TLS
+// error categories. How its OpenSSL contexts are built is in tls_load.cpp; the session
+// over a stream in tls.cpp.
 #include <goro/net/tls.hpp>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,6 @@ const std::error_category& x509_category() noexcept {
 // ---------------------------------------------------------------------------------
 // TlsContext
 
-
 namespace {
 
 std::vector<unsigned char> alpn_wire(const std::vector<std::string>& protocols) {
@@ -88,67 +88,21 @@ std::vector<unsigned char> alpn_wire(const std::vector<std::string>& protocols) 
   return wire;
 }
 
-// Server: the protocol of ours, in our order of preference, that the client offered.
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void* arg) {
-  auto* impl = static_cast<TlsContext::Impl*>(arg);
-  if (impl->alpn_wire.empty()) return SSL_TLSEXT_ERR_NOACK;
-  unsigned char* chosen = nullptr;
-  if (SSL_select_next_proto(&chosen, outlen, impl->alpn_wire.data(),
-                            static_cast<unsigned>(impl->alpn_wire.size()), in,
-                            inlen) != OPENSSL_NPN_NEGOTIATED)
-    return SSL_TLSEXT_ERR_NOACK;
-  *out = chosen;
-  return SSL_TLSEXT_ERR_OK;
-}
-
-// Server: switches to the certificate whose names match the SNI host name.
-int select_certificate(SSL* ssl, int*, void* arg) {
-  auto* impl = static_cast<TlsContext::Impl*>(arg);
-  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  if (name == nullptr) return SSL_TLSEXT_ERR_NOACK;
-  for (SSL_CTX* c : impl->ctxs) {
-    X509* leaf = SSL_CTX_get0_certificate(c);
-    if (leaf != nullptr && X509_check_host(leaf, name, 0, 0, nullptr) == 1) {
-      if (c != impl->ctxs.front()) SSL_set_SSL_CTX(ssl, c);
-      return SSL_TLSEXT_ERR_OK;
-    }
-  }
-  return SSL_TLSEXT_ERR_OK;  // no match: the default certificate
-}
-
-// TLS 1.2 suites when TlsConfig::ciphers is empty. No static RSA key exchange (no
-// forward secrecy), no CBC on a server (LUCKY13 and kin); OpenSSL's default list has
-// both. A client keeps ECDHE-CBC last so it still reaches old servers.
-constexpr const char* kServerCiphers =
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
-constexpr const char* kClientCiphers =
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
-    "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES256-SHA";
-
-// A new context, or nullptr with the reason in OpenSSL's error queue (an unknown
-// cipher list included).
-SSL_CTX* new_ctx(bool server, const std::string& ciphers) {
-  SSL_CTX* c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
-  if (c == nullptr) return nullptr;
-  const char* list = !ciphers.empty() ? ciphers.c_str() : server ? kServerCiphers : kClientCiphers;
-  if (SSL_CTX_set_cipher_list(c, list) != 1) {
-    SSL_CTX_free(c);
-    return nullptr;
-  }
-  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
-  // IGNORE_UNEXPECTED_EOF: an EOF without close_notify ends a read (see docs/net.md).
-  uint64_t options = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
-  // Server order, except that a client preferring ChaCha20 (no AES hardware, as on
-  // many phones) gets it.
-  if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA;
-  SSL_CTX_set_options(c, options);
-  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);  // idle connections keep no record buffers
-  return c;
+// Loads impl's first generation (file I/O in goro::blocking) and makes the context.
+Result<std::shared_ptr<TlsContext>> make_context(std::unique_ptr<TlsContext::Impl> impl) {
+  std::error_code ec = goro::blocking([&]() -> std::error_code {
+    std::shared_ptr<const TlsGeneration> gen;
+    if (goro::Error e = detail::load_generation(*impl, gen)) return e.code();
+    impl->current.store(std::move(gen));
+    if (!impl->server) return {};
+    impl->base = detail::new_ssl_ctx(*impl);
+    if (impl->base == nullptr) return take_openssl_error(kInvalid);
+    detail::install_sni_callback(*impl);
+    if (!detail::install_ticket_keys(*impl)) return take_openssl_error(kNoMemory);
+    return {};
+  });
+  if (ec) return ec;
+  return std::make_shared<TlsContext>(std::move(impl));
 }
 
 }  // namespace
@@ -160,29 +114,13 @@ const TlsConfig& TlsContext::config() const noexcept { return impl_->config; }
 
 Result<std::shared_ptr<TlsContext>> TlsContext::server(const TlsConfig& config) {
   if (config.certificates.empty()) return std::errc::invalid_argument;
+  if (config.client_auth != TlsClientAuth::none && config.client_ca_file.empty())
+    return std::errc::invalid_argument;
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->server = true;
   impl->alpn_wire = alpn_wire(config.alpn);
-  // Reading PEM files may block on the disk.
-  std::error_code ec = goro::blocking([&]() -> std::error_code {
-    ERR_clear_error();
-    for (const TlsCertificate& cert : config.certificates) {
-      SSL_CTX* c = new_ctx(true, config.ciphers);
-      if (c == nullptr) return take_openssl_error(kInvalid);
-      impl->ctxs.push_back(c);
-      if (SSL_CTX_use_certificate_chain_file(c, cert.cert_file.c_str()) != 1 ||
-          SSL_CTX_use_PrivateKey_file(c, cert.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-          SSL_CTX_check_private_key(c) != 1)
-        return take_openssl_error(kInvalid);
-    }
-    return {};
-  });
-  if (ec) return ec;
-  for (SSL_CTX* c : impl->ctxs) SSL_CTX_set_alpn_select_cb(c, select_alpn, impl.get());
-  SSL_CTX_set_tlsext_servername_callback(impl->ctxs.front(), select_certificate);
-  SSL_CTX_set_tlsext_servername_arg(impl->ctxs.front(), impl.get());
-  return std::make_shared<TlsContext>(std::move(impl));
+  return make_context(std::move(impl));
 }
 
 Result<std::shared_ptr<TlsContext>> TlsContext::client(const TlsConfig& config) {
@@ -190,29 +128,30 @@ Result<std::shared_ptr<TlsContext>> TlsContext::client(const TlsConfig& config) 
   impl->config = config;
   impl->server = false;
   impl->alpn_wire = alpn_wire(config.alpn);
-  std::error_code ec = goro::blocking([&]() -> std::error_code {
-    ERR_clear_error();
-    SSL_CTX* c = new_ctx(false, config.ciphers);
-    if (c == nullptr) return take_openssl_error(kInvalid);
-    impl->ctxs.push_back(c);
-    if (config.verify) {
-      SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
-      int ok = config.ca_file.empty()
-                   ? SSL_CTX_set_default_verify_paths(c)
-                   : SSL_CTX_load_verify_locations(c, config.ca_file.c_str(), nullptr);
-      if (ok != 1) return take_openssl_error(kInvalid);
-    } else {
-      SSL_CTX_set_verify(c, SSL_VERIFY_NONE, nullptr);
-    }
-    // SSL_CTX_set_alpn_protos returns 0 on success.
-    if (!impl->alpn_wire.empty() &&
-        SSL_CTX_set_alpn_protos(c, impl->alpn_wire.data(),
-                                static_cast<unsigned>(impl->alpn_wire.size())) != 0)
-      return take_openssl_error(kInvalid);
+  return make_context(std::move(impl));
+}
+
+goro::Error TlsContext::reload() {
+  return goro::blocking([this]() -> goro::Error {
+    std::lock_guard lock(impl_->reload_mu);
+    std::shared_ptr<const TlsGeneration> gen;
+    if (goro::Error e = detail::load_generation(*impl_, gen)) return e;
+    impl_->current.store(std::move(gen));
     return {};
   });
-  if (ec) return ec;
-  return std::make_shared<TlsContext>(std::move(impl));
+}
+
+std::vector<TlsCertificateInfo> TlsContext::certificates() const {
+  std::shared_ptr<const TlsGeneration> gen = impl_->current.load();
+  std::vector<TlsCertificateInfo> out;
+  for (SSL_CTX* c : gen->ctxs) {
+    if (X509* leaf = SSL_CTX_get0_certificate(c)) out.push_back(detail::certificate_info(leaf));
+  }
+  return out;
+}
+
+void TlsContext::rotate_session_ticket_keys() {
+  if (impl_->server) detail::rotate_ticket_keys(*impl_);
 }
 
 }  // namespace goro::net

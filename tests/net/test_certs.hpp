@@ -28,7 +28,7 @@ class TestPki {
     if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
     ca_key_ = EVP_EC_gen("P-256");
-    ca_ = make_cert(ca_key_, "goro test CA", {}, nullptr, nullptr, true);
+    ca_ = make_cert(ca_key_, "goro test CA", "", "", nullptr, nullptr, true);
     ca_file_ = dir_ + "/ca.pem";
     write_cert(ca_file_, ca_);
   }
@@ -43,10 +43,27 @@ class TestPki {
 
   const std::string& ca_file() const { return ca_file_; }
 
+  const std::string& dir() const { return dir_; }
+
   // A leaf for dns_names (the first is also the CN), signed by the CA, as PEM files.
   TlsCertificate leaf(const std::string& stem, const std::vector<std::string>& dns_names) {
+    std::string san;
+    for (const std::string& d : dns_names) san += (san.empty() ? "DNS:" : ",DNS:") + d;
+    return issue(stem, dns_names.front(), san, "serverAuth");
+  }
+
+  // A client certificate: CN cn, subjectAltName san in OpenSSL's syntax
+  // ("URI:spiffe://example.org/web,email:a@example.org"), extended key usage clientAuth.
+  TlsCertificate client_leaf(const std::string& stem, const std::string& cn,
+                             const std::string& san) {
+    return issue(stem, cn, san, "clientAuth");
+  }
+
+ private:
+  TlsCertificate issue(const std::string& stem, const std::string& cn, const std::string& san,
+                       const std::string& eku) {
     EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* cert = make_cert(key, dns_names.front(), dns_names, ca_, ca_key_, false);
+    X509* cert = make_cert(key, cn, san, eku, ca_, ca_key_, false);
     std::string cert_file = dir_ + "/" + stem + ".pem";
     std::string key_file = dir_ + "/" + stem + ".key";
     write_cert(cert_file, cert);
@@ -59,7 +76,6 @@ class TestPki {
     return {cert_file, key_file};
   }
 
- private:
   static void add_ext(X509* cert, X509* issuer, int nid, const std::string& value) {
     X509V3_CTX ctx;
     X509V3_set_ctx_nodb(&ctx);
@@ -70,8 +86,8 @@ class TestPki {
     X509_EXTENSION_free(ext);
   }
 
-  static X509* make_cert(EVP_PKEY* key, const std::string& cn, const std::vector<std::string>& dns,
-                         X509* issuer, EVP_PKEY* issuer_key, bool is_ca) {
+  static X509* make_cert(EVP_PKEY* key, const std::string& cn, const std::string& san,
+                         const std::string& eku, X509* issuer, EVP_PKEY* issuer_key, bool is_ca) {
     static long serial = 1;
     X509* cert = X509_new();
     X509_set_version(cert, 2);
@@ -91,9 +107,7 @@ class TestPki {
     } else {
       add_ext(cert, signer, NID_basic_constraints, "critical,CA:FALSE");
       add_ext(cert, signer, NID_key_usage, "critical,digitalSignature");
-      add_ext(cert, signer, NID_ext_key_usage, "serverAuth");
-      std::string san;
-      for (const std::string& d : dns) san += (san.empty() ? "DNS:" : ",DNS:") + d;
+      add_ext(cert, signer, NID_ext_key_usage, eku);
       add_ext(cert, signer, NID_subject_alt_name, san);
     }
     if (X509_sign(cert, issuer_key ? issuer_key : key, EVP_sha256()) == 0)

@@ -22,6 +22,10 @@
 //    options) name a certificate and key;
 //  - prints one startup line on stdout: "hello: serving http://127.0.0.1:8080 on 4 Ps
 //    (goro 0.1.0)";
+//  - over HTTPS, reloads the certificate and key files on SIGHUP (TlsContext::reload):
+//    new handshakes get the new certificate, open connections keep theirs; a file that
+//    does not load is logged, naming it, and the previous certificate stays in use;
+//    with --tls-reload-interval, also when the files change;
 //  - serves until SIGTERM or SIGINT, then shuts down gracefully: stops accepting, lets
 //    requests in flight finish for up to the shutdown timeout (--shutdown-timeout, a
 //    duration such as 10s or 2.5, default 10 s), during which Server::shutdown_context()
@@ -32,10 +36,11 @@
 //    problem when it cannot listen (address in use, bad certificate) or open the access
 //    log, 2 for a bad flag.
 //
-// App's flags: --addr, --tls-cert, --tls-key, --shutdown-timeout, --access-log[=FORMAT]
-// (logfmt, json or common; one line per request and per reply the server makes on its
-// own), --access-log-file PATH (instead of stderr), --request-ids (an id on every
-// request and reply, ServerOptions::request_ids; access logging turns it on too).
+// App's flags: --addr, --tls-cert, --tls-key, --tls-reload-interval, --shutdown-timeout,
+// --access-log[=FORMAT] (logfmt, json or common; one line per request and per reply the
+// server makes on its own), --access-log-file PATH (instead of stderr), --request-ids (an
+// id on every request and reply, ServerOptions::request_ids; access logging turns it on
+// too).
 #pragma once
 
 #include <chrono>
@@ -45,6 +50,7 @@
 #include <string_view>
 #include <vector>
 
+#include <goro/base/error.hpp>
 #include <goro/flags.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/server.hpp>
@@ -62,6 +68,9 @@ struct AppOptions {
   // ALPN offers "h2" too unless server.enable_http2 is off.
   std::string tls_cert{};
   std::string tls_key{};
+  // Besides SIGHUP, reload the certificate when its files change, looking this often
+  // (net::watch_files); zero: only on SIGHUP. --tls-reload-interval.
+  std::chrono::nanoseconds tls_reload_interval{0};
   // Ps for the runtime; 0: goro::Config's default (GORO_MAXPROCS, the cgroup quota, the
   // cores).
   int maxprocs = 0;
@@ -114,6 +123,9 @@ class App {
   void log(std::string_view message) const;
 
  private:
+  // A line saying how a certificate reload (on SIGHUP, or a change of the files) went.
+  void report_reload(std::string_view why, const goro::Error& result) const;
+
   AppOptions options_;
   FlagSet flags_;
   std::vector<std::string> argv_;

@@ -86,6 +86,8 @@ class Connection final : public goro::Pooled {
   net::Stream& stream() noexcept { return *stream_; }
   // "ip:port" of the client.
   std::string_view remote_addr() const noexcept { return remote_; }
+  // The TLS state once the handshake is done; nullptr on plaintext (core/server.cpp).
+  const net::TlsConnectionState* tls_state() const noexcept;
 
   // --- idle state, which shutdown reads (see core/server.cpp) ---
   // Sets the flag; false when the server is closing: the caller ends the connection.

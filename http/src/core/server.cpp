@@ -451,6 +451,10 @@ void Connection::end_request_context() {
   cancel();
 }
 
+const net::TlsConnectionState* Connection::tls_state() const noexcept {
+  return tls_ ? static_cast<const net::TlsConn&>(*stream_).connection_state() : nullptr;
+}
+
 bool Connection::client_gone() {
   if (!peer_gone_ && stream_->peer_closed()) peer_gone_ = true;
   return peer_gone_;

@@ -165,6 +165,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
     return conn_.request_context();
   }
   bool client_gone() override { return conn_.client_gone(); }
+  const net::TlsConnectionState* tls_state() const noexcept override { return conn_.tls_state(); }
   void count_request() override { conn_.count_request(); }
 
   // BodyReader

@@ -166,6 +166,7 @@ H2Conn::H2Conn(Connection& conn, std::string early)
     : server_(&conn.server()),
       stream_(conn.stream()),
       remote_(conn.remote_addr()),
+      tls_(conn.tls_state()),
       early_(std::move(early)) {
   nghttp2_session_callbacks* callbacks;
   nghttp2_session_callbacks_new(&callbacks);

@@ -134,6 +134,7 @@ class H2Stream final : public Exchange, public BodyReader, public ResponseSink {
   void end_request_context() override;
   Context request_context() override;
   bool client_gone() override;
+  const net::TlsConnectionState* tls_state() const noexcept override;
   void count_request() override {
     stats_shard().requests.fetch_add(1, std::memory_order_relaxed);
   }
@@ -233,6 +234,7 @@ class H2Conn final : public Engine {
   Server::Impl* server_;
   net::Stream& stream_;
   const std::string_view remote_;
+  const net::TlsConnectionState* const tls_;  // nullptr on h2c
   std::string early_;
   // When the bytes of the last read arrived (net::Stream::readable_at), or the epoch when
   // the netpoller had not stamped them: the received_at of the requests they start.

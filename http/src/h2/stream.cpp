@@ -458,6 +458,8 @@ Result<std::size_t> H2Stream::read(void* buf, std::size_t len) {
   return make_error_code(errc::body_too_large);
 }
 
+const net::TlsConnectionState* H2Stream::tls_state() const noexcept { return conn_.tls_; }
+
 bool H2Stream::client_gone() {
   std::lock_guard lock(conn_.mu_);
   return cut_off() || conn_.dead_;

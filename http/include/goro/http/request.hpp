@@ -15,6 +15,10 @@
 #include <goro/http/headers.hpp>
 #include <goro/scheduler/context.hpp>
 
+namespace goro::net {
+struct TlsConnectionState;  // <goro/net/tls.hpp>
+}  // namespace goro::net
+
 namespace goro::http {
 
 // A request's body as a stream of bytes (Go's Request.Body). The server's parks the
@@ -40,6 +44,8 @@ class RequestHost {
   virtual Context request_context() = 0;
   virtual bool client_gone() = 0;
   virtual void shape_reply(FrameworkReply& reply) = 0;
+  // The TLS state of the connection the request came on; nullptr for plaintext.
+  virtual const net::TlsConnectionState* tls_state() const noexcept { return nullptr; }
 
  protected:
   ~RequestHost() = default;
@@ -103,6 +109,14 @@ class Request {
 
   // The client's address, "ip:port".
   std::string_view remote_addr() const noexcept { return remote_addr_; }
+  // The TLS state of the connection the request came on (Go's Request.TLS): version,
+  // cipher, ALPN, SNI and, when the client showed one, its certificate (subject, SANs
+  // such as a SPIFFE id, fingerprint; net::TlsConnectionState, <goro/net/tls.hpp>).
+  // nullptr for a request over plaintext. Fixed for the connection: the handshake
+  // made it, nothing is computed here.
+  const net::TlsConnectionState* tls() const noexcept {
+    return host_ != nullptr ? host_->tls_state() : nullptr;
+  }
 
   // When the request's first bytes arrived: the time the netpoller saw them on the
   // connection's socket (net::Stream::readable_at), so that now() minus it is how long

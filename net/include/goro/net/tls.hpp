@@ -9,19 +9,24 @@
 //       auto n = c.read(buf, sizeof buf);    // handshakes first, in this goroutine
 //     });
 //   }
+//   ...
+//   if (goro::Error e = ctx->reload()) log(e.what());  // new files; old ones kept on error
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include <goro/base/error.hpp>
+#include <goro/base/result.hpp>
 #include <goro/net/conn.hpp>
 #include <goro/net/listener.hpp>
-#include <goro/base/result.hpp>
 #include <goro/net/stream.hpp>
 
 namespace goro::net {
@@ -32,9 +37,17 @@ struct TlsCertificate {
   std::string key_file{};
 };
 
+// Whether a server asks the client for a certificate (Go's tls.ClientAuthType).
+enum class TlsClientAuth {
+  none,     // asks for none
+  request,  // asks; a client may send none, but one it sends must verify
+  require,  // asks and requires one that verifies against client_ca_file
+};
+
 struct TlsConfig {
   // Server: the certificates to present. The one whose names match the client's SNI
-  // is chosen (wildcards allowed); the first is the default.
+  // is chosen (wildcards allowed); the first is the default. Client: the first, if
+  // any, is presented when a server asks for one.
   std::vector<TlsCertificate> certificates{};
   // Both: ALPN protocols in order of preference ("h2", "http/1.1"). A server picks its
   // most preferred one the client offers, and negotiates none if there is no overlap.
@@ -51,11 +64,57 @@ struct TlsConfig {
   // of Mozilla's "intermediate" profile); a client also accepts ECDHE with AES-CBC, last, for old
   // servers. TLS 1.3 suites are OpenSSL's (all AEAD).
   std::string ciphers{};
+  // Server: client certificates (mTLS). With request or require, client_ca_file (PEM,
+  // one or more CAs) is what a client certificate must chain to; its names are sent
+  // in the CertificateRequest.
+  TlsClientAuth client_auth = TlsClientAuth::none;
+  std::string client_ca_file{};
+  // Server: how long a session ticket key encrypts new tickets before the next one
+  // takes over. A ticket is accepted while its key is the current or the previous
+  // one, so for up to twice this (and never past the session's lifetime, 2 h). Zero:
+  // keys change only on TlsContext::rotate_session_ticket_keys().
+  std::chrono::seconds session_ticket_rotation = std::chrono::hours(12);
 };
 
-// Certificates and settings loaded once and shared by many connections; immutable and
-// safe to share between goroutines. TLS 1.2 is the minimum version; ciphers as
-// TlsConfig::ciphers says; compression and renegotiation are disabled.
+// What one certificate says, as a log or an authorisation check wants it.
+struct TlsCertificateInfo {
+  std::string subject;      // RFC 2253: "CN=alice,O=Example"
+  std::string issuer;
+  std::string common_name;  // the subject's last CN, "" if none
+  std::vector<std::string> dns_names;     // subjectAltName entries, by kind
+  std::vector<std::string> uris;          // "spiffe://example.org/ns/web/sa/api"
+  std::vector<std::string> emails;
+  std::vector<std::string> ip_addresses;  // "10.0.0.1", "::1"
+  std::string serial;  // hexadecimal, upper case
+  std::string sha256;  // of the DER encoding, 64 lower-case hex digits
+  std::chrono::system_clock::time_point not_before{};
+  std::chrono::system_clock::time_point not_after{};
+};
+
+// A connection's TLS state after its handshake (Go's tls.ConnectionState).
+struct TlsConnectionState {
+  std::string version;      // "TLSv1.3"
+  std::string cipher;       // "TLS_AES_128_GCM_SHA256"
+  std::string alpn;         // "" if none agreed
+  std::string server_name;  // SNI received (server) or sent (client); "" if none
+  bool resumed = false;     // an earlier session was resumed (a ticket)
+  // The peer's leaf certificate: on a client the server's; on a server the client's,
+  // when it sent one. peer_verified: its chain was verified against the trusted CAs
+  // (on a server, client_ca_file). A resumed session carries the peer certificate of
+  // the handshake that made it.
+  std::optional<TlsCertificateInfo> peer{};
+  bool peer_verified = false;
+};
+
+// Certificates and settings shared by many connections, safe to share between
+// goroutines. TLS 1.2 is the minimum version; ciphers as TlsConfig::ciphers says;
+// compression and renegotiation are disabled.
+//
+// The files (certificates, keys, CA files) can be read again while serving: reload()
+// loads them into a new set of OpenSSL contexts and publishes it in one atomic step. A
+// server's handshake picks the set current when the client hello arrives; connections
+// made before keep theirs. Session tickets outlive a reload (their keys belong to the
+// TlsContext, not to the files).
 class TlsContext {
  public:
   struct Impl;
@@ -73,6 +132,18 @@ class TlsContext {
 
   bool is_server() const noexcept;
   const TlsConfig& config() const noexcept;
+
+  // Reads the files config() names again (in goro::blocking) and, if every one loads
+  // and every key matches its certificate, makes them the ones new handshakes use.
+  // Otherwise nothing changes and the error names the file at fault ("key.pem: ...").
+  // Safe while handshakes run on other threads; reloads are serialised.
+  goro::Error reload();
+  // The certificates new handshakes present now (server: in config order; client: the
+  // client certificate, if any).
+  std::vector<TlsCertificateInfo> certificates() const;
+  // Server: a new session ticket key encrypts tickets from now on; the one before it
+  // still decrypts (and its tickets are replaced on use), older ones no longer do.
+  void rotate_session_ticket_keys();
   Impl& impl() const noexcept { return *impl_; }
 
  private:
@@ -147,6 +218,9 @@ class TlsConn final : public Stream {
   std::string negotiated_alpn() const;
   std::string server_name() const;
   std::string version() const;
+  // After a successful handshake, its state (peer identity, version, cipher, ALPN,
+  // SNI), fixed for the connection's life; nullptr before, or when it failed.
+  const TlsConnectionState* connection_state() const noexcept;
 
   Stream& inner() noexcept;
 
@@ -172,6 +246,16 @@ class TlsListener {
   Listener inner_;
   std::shared_ptr<TlsContext> ctx_;
 };
+
+// Reloads ctx (TlsContext::reload) whenever a file its config names changes: a
+// goroutine of its own looks at their inode, size and modification time every
+// interval, until stop is cancelled or ctx has no other owner. on_reload, if given,
+// hears each reload's outcome (an empty Error on success) on that goroutine. A reload
+// that fails is tried again only once the files change again. Returns once it has
+// looked at the files a first time (in goro::blocking): later changes are seen.
+void watch_files(std::shared_ptr<TlsContext> ctx, std::chrono::nanoseconds interval,
+                 Context stop = Context(),
+                 std::function<void(const goro::Error&)> on_reload = {});
 
 // listen() plus a server context. Blocks only to resolve a host name.
 Result<TlsListener> tls_listen(std::string_view network, std::string_view address,
