@@ -3,8 +3,10 @@
 // held in the backlog until one closes — and how the adaptive limit moves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -383,6 +385,42 @@ TEST_P(MaxConnectionsOnProcs, ConnectionsPastTheLimitWaitForOneToClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Procs, MaxConnectionsOnProcs, ::testing::Values(1, 2, 4, 8));
+
+// A flood of connections, each sending a request, far past max_connections: the server
+// never holds more than the limit, answers every one of them as earlier ones close
+// (the rest wait in the kernel's backlog), and shows its limit on ServerStats (the
+// http_server_max_connections gauge of /metrics).
+TEST_P(MaxConnectionsOnProcs, AFloodOfConnectionsIsServedWithinTheLimit) {
+  ServerOptions options;
+  options.max_connections = 8;
+  const std::uint64_t limit_before = server_stats().max_connections;
+  test::TestServer server([](Request&, ResponseWriter& w) { w.text("hi"); }, options, GetParam());
+  const std::string request = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  {
+    test::RawConn first(server.port());  // answered: the accept loop runs
+    ASSERT_TRUE(first.send(request));
+    ASSERT_TRUE(first.read_response());
+  }
+  EXPECT_EQ(server_stats().max_connections, limit_before + 8);
+  constexpr int kFlood = 200;
+  std::vector<std::unique_ptr<test::RawConn>> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood.push_back(std::make_unique<test::RawConn>(server.port()));
+    ASSERT_TRUE(flood.back()->send(request));
+  }
+  std::size_t most = 0;
+  int answered = 0;
+  for (auto& conn : flood) {
+    std::optional<test::RawResponse> answer = conn->read_response();
+    if (answer && answer->status == 200) ++answered;
+    most = std::max(most, server.server()->connection_count());
+    conn.reset();  // room for the next one in the backlog
+  }
+  EXPECT_EQ(answered, kFlood);
+  EXPECT_LE(most, 8u);
+  server.stop(1s);
+  EXPECT_EQ(server_stats().max_connections, limit_before) << "a stopped server's limit counts no more";
+}
 
 TEST(MaxConnections, ShutdownEndsAnAcceptLoopWaitingAtTheLimit) {
   ServerOptions options;

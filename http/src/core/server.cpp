@@ -110,6 +110,7 @@ std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listen
     std::lock_guard lock(impl->mu);
     if (impl->shutting_down) return errc::server_closed;
     impl->listeners.insert(&inner);
+    if (impl->listeners.size() == 1) detail::connection_limit.fetch_add(impl->options.max_connections);
   }
   std::error_code result;
   const std::size_t max = impl->options.max_connections;
@@ -130,6 +131,7 @@ std::error_code accept_loop(const std::shared_ptr<Server::Impl>& impl, L& listen
   }
   std::lock_guard lock(impl->mu);
   impl->listeners.erase(&inner);
+  if (impl->listeners.empty()) detail::connection_limit.fetch_sub(impl->options.max_connections);
   return result;
 }
 
@@ -196,8 +198,7 @@ Context shutdown_context(Request& req) {
 }
 
 std::size_t Server::connection_count() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->conns.size();
+  return impl_->conn_count.load(std::memory_order_relaxed);
 }
 
 std::error_code listen_and_serve(std::string_view address, Handler handler) {
@@ -320,6 +321,8 @@ const Protocol* choose_plain(Connection& c, std::string& early) {
 
 StatsShard& stats_shard() { return **thread_stats_shard.use(); }
 
+std::atomic<std::uint64_t> connection_limit{0};
+
 Connection::Connection(std::shared_ptr<Server::Impl> server, std::unique_ptr<net::Stream> stream,
                        bool tls, bool may_park)
     : server_(std::move(server)),
@@ -330,6 +333,7 @@ Connection::Connection(std::shared_ptr<Server::Impl> server, std::unique_ptr<net
   remote_ = stream_->remote_addr().to_string();
   std::lock_guard lock(server_->mu);
   server_->conns.insert(this);
+  server_->conn_count.store(server_->conns.size(), std::memory_order_relaxed);
   shard_->opened.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -337,6 +341,7 @@ Connection::~Connection() {
   {
     std::lock_guard lock(server_->mu);
     server_->conns.erase(this);
+    server_->conn_count.store(server_->conns.size(), std::memory_order_relaxed);
     if (server_->options.max_connections != 0 &&
         server_->conns.size() < server_->options.max_connections) {
       server_->room.signal();
@@ -485,6 +490,7 @@ ServerStats server_stats() {
     s.requests_shed += shard.shed.load(std::memory_order_relaxed);
   }
   s.connections_open = s.connections_total > closed ? s.connections_total - closed : 0;
+  s.max_connections = detail::connection_limit.load(std::memory_order_relaxed);
   return s;
 }
 

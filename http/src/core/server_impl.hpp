@@ -52,6 +52,9 @@ struct Server::Impl {
 
   goro::Mutex mu;  // guards the fields below, and each Connection's engine pointer
   detail::ConnList conns;
+  // conns.size(), written under mu, read without it (connection_count(), callable from
+  // any thread, where mu, a goro::Mutex, could not be waited for).
+  std::atomic<std::size_t> conn_count{0};
   std::unordered_set<net::Listener*> listeners;
   bool shutting_down = false;
   // shutting_down, readable without mu; seq_cst against Connection::idle_ (set_idle).
@@ -83,6 +86,10 @@ struct alignas(64) StatsShard {
   std::atomic<std::uint64_t> accept_waits{0}, shed{0};
 };
 StatsShard& stats_shard();
+
+// ServerStats::max_connections: a server adds its limit while any of its accept loops
+// runs.
+extern std::atomic<std::uint64_t> connection_limit;
 
 }  // namespace detail
 }  // namespace goro::http

@@ -238,6 +238,9 @@ void register_server_metrics(Registry& registry) {
       Kind::counter, &ServerStats::bytes_sent);
   add("http_server_requests_total", "HTTP requests handed to a handler, every protocol.",
       Kind::counter, &ServerStats::requests_total);
+  add("http_server_max_connections",
+      "ServerOptions::max_connections of the servers accepting now (0: no limit set).",
+      Kind::gauge, &ServerStats::max_connections);
   add("http_server_accept_waits_total",
       "Times an accept loop waited because max_connections were open.", Kind::counter,
       &ServerStats::accept_waits);

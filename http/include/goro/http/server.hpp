@@ -160,7 +160,7 @@ class Server {
   // the deadline (errc::shutdown_timeout). Blocks (parks).
   std::error_code shutdown(std::chrono::steady_clock::time_point deadline);
 
-  // Connections currently open.
+  // Connections currently open. Callable from any thread.
   std::size_t connection_count() const;
 
   // Cancelled as soon as shutdown() begins. A long-lived handler (a stream of events, a
@@ -185,6 +185,9 @@ struct ServerStats {
   std::uint64_t requests_total = 0;     // requests handed to a handler, every protocol
   std::uint64_t accept_waits = 0;  // an accept loop waited at ServerOptions::max_connections
   std::uint64_t requests_shed = 0;  // turned away by limit_concurrency or rate_limit
+  // ServerOptions::max_connections summed over the servers accepting now (those with a
+  // limit); 0 when none has one.
+  std::uint64_t max_connections = 0;
 };
 ServerStats server_stats();
 
