@@ -215,6 +215,7 @@ class ServerCallImpl final : public ServerCall, public ServerContext {
   }
   std::string_view method() const override { return method_.full_name; }
   std::string_view peer() const override { return req_.remote_addr(); }
+  const net::TlsConnectionState* tls() const override { return req_.tls(); }
   std::optional<std::chrono::steady_clock::time_point> deadline() const override {
     return deadline_;
   }

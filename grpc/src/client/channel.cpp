@@ -54,6 +54,7 @@ std::shared_ptr<Channel> Channel::create(std::string_view target, ChannelOptions
   http_options.http2 = true;
   http_options.h2c = !tls;
   http_options.ca_file = options.ca_file;
+  http_options.client_certificate = options.client_certificate;
   http_options.tls_server_name = options.server_name_override;
   http_options.connect_timeout = options.connect_timeout;
   // A call's only time limit is its deadline (the context): a stream may stay quiet

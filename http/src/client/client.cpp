@@ -237,6 +237,7 @@ Result<PooledConn> Client::Impl::connect(const Url& url, net::Deadline total,
       if (!tls) {
         net::TlsConfig config;
         config.ca_file = options.ca_file;
+        if (options.client_certificate) config.certificates.push_back(*options.client_certificate);
         config.verify = options.verify;
         config.alpn = options.http2 ? std::vector<std::string>{"h2", "http/1.1"}
                                     : std::vector<std::string>{"http/1.1"};

@@ -5,12 +5,14 @@
 // makes), cancellation, gzip both ways, message size limits, UNIMPLEMENTED, client
 // interceptors, an unreachable server, many goroutines sharing one channel, and the
 // statuses of answers that are not gRPC (HTTP 404/503/..., HTML, trailers-only) from a
-// plain goro HTTP/2 server.
+// plain goro HTTP/2 server; and mutual TLS, the client's identity read by a server
+// interceptor.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include <goro/scheduler/waitgroup.hpp>
 
 #include "echo_impl.hpp"
+#include "test_certs.hpp"
 
 namespace goro::grpc::test {
 namespace {
@@ -563,6 +566,83 @@ TEST_P(GrpcClient, ACallWhoseDeadlinePassedWhileItWaitedIsNotRun) {
             EXPECT_LT(resp.deadline_ms(), 4600) << "the deadline counts from the arrival";
           }
         });
+      },
+      goro::Config{.maxprocs = GetParam()});
+}
+
+// A server that requires client certificates (TlsClientAuth::require): the identity of
+// a client's certificate reaches the server's interceptors through ServerContext::tls();
+// a client without one, or with one from another CA, is refused in the handshake.
+TEST_P(GrpcClient, MutualTlsIdentityReachesServerInterceptors) {
+  net::testing::TestPki pki;
+  net::testing::TestPki other_pki;
+  std::mutex mu;
+  std::string seen;  // "<spiffe id> <common name> <verified>" of the last call
+  goro::run(
+      [&] {
+        Result<net::Listener> listener = net::listen("tcp", "127.0.0.1:0");
+        ASSERT_TRUE(listener) << listener.error().message();
+        net::TlsConfig config;
+        config.certificates.push_back(pki.leaf("server", {"localhost"}));
+        config.alpn = {"h2"};
+        config.client_auth = net::TlsClientAuth::require;
+        config.client_ca_file = pki.ca_file();
+        auto tls = net::TlsContext::server(config);
+        ASSERT_TRUE(tls) << tls.error().message();
+        net::TlsListener secure(std::move(*listener), *tls);
+        ServerOptions options;
+        options.interceptors.push_back(
+            [&](ServerContext& ctx, const MethodInfo&, const std::function<Status()>& next) {
+              const net::TlsConnectionState* state = ctx.tls();
+              if (state == nullptr || !state->peer) {
+                return Status(StatusCode::unauthenticated, "no client certificate");
+              }
+              std::lock_guard lock(mu);
+              seen = (state->peer->uris.empty() ? "-" : state->peer->uris.front()) + " " +
+                     state->peer->common_name + " " + (state->peer_verified ? "verified" : "no");
+              return next();
+            });
+        EchoImpl echo;
+        Server server(std::move(options));
+        server.register_service(echo);
+        WaitGroup serving;
+        serving.add(1);
+        go([&] {
+          server.serve(secure);
+          serving.done();
+        });
+        auto call = [&](std::optional<net::TlsCertificate> cert) {
+          ChannelOptions o;
+          o.tls = true;
+          o.ca_file = pki.ca_file();
+          o.server_name_override = "localhost";
+          o.client_certificate = std::move(cert);
+          o.connect_timeout = std::chrono::seconds(5);
+          echo::Echo::Stub stub(channel_to(secure.addr().port(), o));
+          ClientContext ctx;
+          ctx.set_timeout(std::chrono::seconds(5));
+          echo::EchoRequest req;
+          req.set_message("who am i");
+          echo::EchoResponse resp;
+          return stub.Unary(ctx, req, &resp);
+        };
+        Status ok = call(pki.client_leaf("alice", "alice", "URI:spiffe://example.org/ns/web/sa/api"));
+        EXPECT_TRUE(ok.ok()) << ok.message();
+        {
+          std::lock_guard lock(mu);
+          EXPECT_EQ(seen, "spiffe://example.org/ns/web/sa/api alice verified");
+          seen.clear();
+        }
+        EXPECT_EQ(call(std::nullopt).code(), StatusCode::unavailable);
+        EXPECT_EQ(call(other_pki.client_leaf("mallory", "mallory", "URI:spiffe://evil.example/x"))
+                      .code(),
+                  StatusCode::unavailable);
+        {
+          std::lock_guard lock(mu);
+          EXPECT_EQ(seen, "") << "a refused client reached an interceptor";
+        }
+        server.shutdown(Clock::now() + std::chrono::seconds(2));
+        serving.wait();
       },
       goro::Config{.maxprocs = GetParam()});
 }

@@ -25,6 +25,7 @@
 #include <goro/grpc/call.hpp>
 #include <goro/grpc/metadata.hpp>
 #include <goro/grpc/status.hpp>
+#include <goro/net/tls.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace google::protobuf {
@@ -49,6 +50,8 @@ struct ChannelOptions {
   // as SNI and :authority instead of the target's host (grpc's server_host_override).
   std::string ca_file{};
   std::string server_name_override{};
+  // TLS: the certificate and key presented when the server asks for one (mutual TLS).
+  std::optional<net::TlsCertificate> client_certificate{};
   // Largest response message accepted (after decompression); past it the call ends
   // with RESOURCE_EXHAUSTED. Largest request message sent, likewise.
   std::size_t max_receive_message_size = kDefaultMaxReceiveMessageSize;

@@ -40,6 +40,7 @@
 #include <goro/grpc/status.hpp>
 #include <goro/http/server.hpp>
 #include <goro/http/trace.hpp>
+#include <goro/net/tls.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace google::protobuf {
@@ -80,6 +81,10 @@ class ServerContext {
   // The method ("/pkg.Service/Method") and the client's address ("ip:port").
   virtual std::string_view method() const = 0;
   virtual std::string_view peer() const = 0;
+  // The connection's TLS state, the client's verified certificate included when the
+  // server asked for one (TlsConfig::client_auth): its subject, SANs (a SPIFFE id),
+  // fingerprint. nullptr for a call over h2c.
+  virtual const net::TlsConnectionState* tls() const { return nullptr; }
   // The deadline from grpc-timeout, if the client sent one.
   virtual std::optional<std::chrono::steady_clock::time_point> deadline() const = 0;
   // Whether the call has been cancelled (by the client, its deadline, shutdown).

@@ -26,11 +26,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <goro/http/headers.hpp>
 #include <goro/base/result.hpp>
+#include <goro/net/tls.hpp>
 #include <goro/scheduler/context.hpp>
 
 namespace goro::http {
@@ -65,6 +67,9 @@ struct ClientOptions {
   // the server (off only for tests).
   std::string ca_file{};
   bool verify = true;
+  // HTTPS: the certificate and key presented when the server asks for one (mutual
+  // TLS); none by default.
+  std::optional<net::TlsCertificate> client_certificate{};
   // HTTPS: the name sent as SNI and verified in the server's certificate, instead of the
   // URL's host (gRPC's server_host_override); empty: the URL's host.
   std::string tls_server_name{};
