@@ -3,7 +3,9 @@
 certificate would see it (argv[1]: app_test_server): after the files are replaced and
 SIGHUP sent, new connections get the new certificate and a connection opened before
 keeps working; a garbage certificate file makes SIGHUP log an error naming the file
-while the server keeps serving the previous certificate; with --tls-reload-interval,
+while the server keeps serving the previous certificate; twenty rotations during a
+wrk run whose every request makes a new TLS connection fail none; with
+--tls-reload-interval,
 replacing the files is enough. Certificates come from the
 openssl command line tool. Standard library only; exits non-zero with the reasons."""
 import hashlib
@@ -121,6 +123,40 @@ try:
     check(line is not None and "reload failed" in line and live_cert in line,
           f"failed reload report: {line!r}")
     check(served_fingerprint(port) == second, "still serving the previous certificate")
+
+    # Twenty rotations during a wrk run over TLS whose every request is a new connection
+    # (Connection: close), so handshakes keep starting while the certificate changes:
+    # no failed handshake or request, and each rotation reported.
+    if shutil.which("wrk") is None:
+        print("app tls reload: no wrk, the rotation under load is skipped")
+    else:
+        shutil.copy(next_cert, live_cert)
+        p.send_signal(signal.SIGHUP)
+        check(wait_for(p.stdout, "reloaded TLS certificate") is not None, "reload before wrk")
+        load = subprocess.Popen(["wrk", "-t1", "-c8", "-d6s", "-H", "Connection: close",
+                                 f"https://127.0.0.1:{port}/hello"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(0.5)
+        pairs = [make_cert(d, "rot0"), make_cert(d, "rot1")]
+        served = set()
+        for i in range(20):
+            cert, key = pairs[i % 2]
+            shutil.copy(key, live_key)
+            shutil.copy(cert, live_cert)
+            p.send_signal(signal.SIGHUP)
+            line = wait_for(p.stdout, "SIGHUP")
+            check(line is not None and "reloaded TLS certificate" in line,
+                  f"rotation {i + 1} under load: {line!r}")
+            served.add(served_fingerprint(port) == fingerprint_of(cert))
+            time.sleep(0.2)
+        out = load.communicate(timeout=30)[0]
+        check(served == {True}, "after each rotation a new connection gets its certificate")
+        check(load.returncode == 0, f"wrk exit status {load.returncode}: {out}")
+        check("Socket errors" not in out, f"wrk saw socket errors during rotations: {out}")
+        check("Non-2xx" not in out, f"wrk saw failed requests during rotations: {out}")
+        done = [l for l in out.splitlines() if "requests in" in l]
+        check(done and int(done[0].split()[0]) >= 100, f"wrk made too few requests: {out}")
+        print("app tls reload: 20 rotations under wrk:", done[0].strip() if done else out)
 
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=15)
