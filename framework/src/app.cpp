@@ -76,6 +76,8 @@ App::App(int argc, char** argv, AppOptions options)
              "write the access log to `PATH` (appending) instead of stderr; turns it on");
   flags_.var("request-ids", options_.request_ids,
              "give every request an id (X-Request-Id) on its reply and in the log");
+  flags_.var("trace", trace_flag_,
+             "continue each caller's W3C trace (traceparent) or start one; ids in the access log");
 }
 
 std::optional<int> App::parse() {
@@ -87,6 +89,7 @@ std::optional<int> App::parse() {
     log("--tls-cert and --tls-key go together");
     exit = 2;
   }
+  if (!exit && trace_flag_ && !options_.trace) options_.trace = http::TraceOptions{};
   if (!exit && (access_log_format_ || !access_log_file_.empty())) {
     if (!options_.access_log) options_.access_log = http::AccessLogOptions{};
     if (access_log_format_) options_.access_log->format = *access_log_format_;
@@ -200,6 +203,7 @@ int App::run(std::function<http::Handler()> make) {
             log_replies(reply);
           };
         }
+        if (options_.trace) handler = http::chain(std::move(handler), {http::trace(*options_.trace)});
         http::Server server(std::move(server_options), std::move(handler));
         const net::Addr& bound = tls ? secure->addr() : plain->addr();
         std::printf("%s: serving %s://%s on %d Ps (goro %s)\n", options_.name.c_str(),

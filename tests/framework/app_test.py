@@ -172,7 +172,7 @@ check(p.returncode == 1 and "/nonexistent.pem" in p.stderr, f"missing certificat
 p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
 check(p.returncode == 0, f"--help exit code: {p.returncode} {p.stderr!r}")
 for words in ("--addr HOST:PORT", "--access-log[=FORMAT]", "--access-log-file PATH",
-              "--request-ids", "--shutdown-timeout duration", "(default 10s)",
+              "--request-ids", "--trace", "--shutdown-timeout duration", "(default 10s)",
               "--greeting string", '(default "hello")', "--max-body BYTES", "--help"):
     check(words in p.stdout, f"--help shows {words!r}: {p.stdout!r}")
 for args, words in ((["--bogus"], "unknown flag --bogus"),
@@ -225,6 +225,23 @@ check([(e["status"], e["request_id"]) for e in entries] ==
       [(200, "client-hello"), (404, "client-nope"), (413, "client-big")],
       f"the entries: {entries!r}")
 check("status" not in err, f"nothing logged on stderr with a file: {err!r}")
+os.unlink(log_path)
+
+# --trace: the caller's traceparent is continued, and the access log stamps its ids.
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}", "--trace", "--access-log=json",
+                  "--access-log-file", log_path])
+trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+c.request("GET", "/hello", headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+check(c.getresponse().read() == b"hello", "a traced request is served")
+c.close()
+p.kill()
+p.communicate()
+entries = [json.loads(line) for line in open(log_path).read().splitlines()]
+check(len(entries) == 1 and entries[0].get("trace_id") == trace_id and
+      entries[0].get("span_id") not in (None, "", parent),
+      f"--trace: the caller's trace id and a span of the server's own: {entries!r}")
 os.unlink(log_path)
 os.rmdir(log_dir)
 

@@ -54,6 +54,7 @@
 #include <goro/flags.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/server.hpp>
+#include <goro/http/trace.hpp>
 
 namespace goro {
 
@@ -83,6 +84,10 @@ struct AppOptions {
   // context (http::request_id_of) and the server's own replies. --request-ids; on
   // whenever access logging is.
   bool request_ids = false;
+  // W3C trace context, off unless set: each request continues the caller's traceparent
+  // or starts a trace (http::trace()), outside the access log, which then stamps its
+  // trace_id and span_id. --trace turns it on with default options.
+  std::optional<http::TraceOptions> trace{};
   http::ServerOptions server{};
 };
 
@@ -132,6 +137,7 @@ class App {
   std::optional<std::optional<int>> parsed_;
   std::optional<http::AccessLogFormat> access_log_format_;
   std::string access_log_file_;
+  bool trace_flag_ = false;
 };
 
 }  // namespace goro
