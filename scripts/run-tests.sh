@@ -43,7 +43,7 @@
 #                    stages use 1)
 #   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14;
 #                    the fuzz stage uses GORO_ASAN_CXX)
-#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 30)
+#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 20)
 #   GORO_SKIP_DEPS=1 do not check/install the Debian packages
 set -uo pipefail
 
@@ -324,10 +324,10 @@ stage_load() {
 stage_fuzz() {
   local log=$GORO_BUILD_ROOT/ci-fuzz.log
   stage_start=$SECONDS
-  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-30} (each target, from its corpus)"
+  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-20} (each target, from its corpus)"
   mkdir -p "$GORO_BUILD_ROOT"
   GORO_FUZZ_BUILD=$GORO_BUILD_ROOT/ci-fuzz GORO_FUZZ_CXX=$ASAN_CXX \
-    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-30}" 2>&1 | tee "$log"
+    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-20}" 2>&1 | tee "$log"
   record_counted fuzz "$log" "${PIPESTATUS[0]}"
 }
 
