@@ -32,6 +32,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// On a goroutine: serves listener with server (a grpc::Server or an http::Server) while
+// body(port) runs, then shuts the server down with grace for the calls in flight.
+template <class S, class L>
+void serve_while(S& server, L& listener, std::chrono::seconds grace,
+                 const std::function<void(std::uint16_t port)>& body) {
+  WaitGroup serving;
+  serving.add(1);
+  go([&] {
+    server.serve(listener);
+    serving.done();
+  });
+  body(listener.addr().port());
+  server.shutdown(Clock::now() + grace);
+  serving.wait();
+}
+
 // Runs body(port) in goro::run with procs Ps, next to a goro gRPC server serving Echo on
 // 127.0.0.1:<ephemeral>; the server is shut down when body returns.
 void with_server(int procs, const std::function<void(std::uint16_t port)>& body) {
@@ -42,15 +58,7 @@ void with_server(int procs, const std::function<void(std::uint16_t port)>& body)
         EchoImpl echo;
         Server server;
         server.register_service(echo);
-        WaitGroup serving;
-        serving.add(1);
-        go([&] {
-          server.serve(*listener);
-          serving.done();
-        });
-        body(listener->addr().port());
-        server.shutdown(Clock::now() + std::chrono::seconds(2));
-        serving.wait();
+        serve_while(server, *listener, std::chrono::seconds(2), body);
       },
       goro::Config{.maxprocs = procs});
 }
@@ -64,15 +72,7 @@ void serve_h2c(const http::Handler& handler, const std::function<void(std::uint1
   http::ServerOptions options;
   options.enable_h2c = true;
   http::Server server(options, handler);
-  WaitGroup serving;
-  serving.add(1);
-  go([&] {
-    server.serve(*listener);
-    serving.done();
-  });
-  body(listener->addr().port());
-  server.shutdown(Clock::now() + std::chrono::seconds(1));
-  serving.wait();
+  serve_while(server, *listener, std::chrono::seconds(1), body);
 }
 
 std::shared_ptr<Channel> channel_to(std::uint16_t port, ChannelOptions options = {}) {
@@ -605,44 +605,38 @@ TEST_P(GrpcClient, MutualTlsIdentityReachesServerInterceptors) {
         EchoImpl echo;
         Server server(std::move(options));
         server.register_service(echo);
-        WaitGroup serving;
-        serving.add(1);
-        go([&] {
-          server.serve(secure);
-          serving.done();
+        serve_while(server, secure, std::chrono::seconds(2), [&](std::uint16_t port) {
+          auto call = [&](std::optional<net::TlsCertificate> cert) {
+            ChannelOptions o;
+            o.tls = true;
+            o.ca_file = pki.ca_file();
+            o.server_name_override = "localhost";
+            o.client_certificate = std::move(cert);
+            o.connect_timeout = std::chrono::seconds(5);
+            echo::Echo::Stub stub(channel_to(port, o));
+            ClientContext ctx;
+            ctx.set_timeout(std::chrono::seconds(5));
+            echo::EchoRequest req;
+            req.set_message("who am i");
+            echo::EchoResponse resp;
+            return stub.Unary(ctx, req, &resp);
+          };
+          Status ok = call(pki.client_leaf("alice", "alice", "URI:spiffe://example.org/ns/web/sa/api"));
+          EXPECT_TRUE(ok.ok()) << ok.message();
+          {
+            std::lock_guard lock(mu);
+            EXPECT_EQ(seen, "spiffe://example.org/ns/web/sa/api alice verified");
+            seen.clear();
+          }
+          EXPECT_EQ(call(std::nullopt).code(), StatusCode::unavailable);
+          EXPECT_EQ(call(other_pki.client_leaf("mallory", "mallory", "URI:spiffe://evil.example/x"))
+                        .code(),
+                    StatusCode::unavailable);
+          {
+            std::lock_guard lock(mu);
+            EXPECT_EQ(seen, "") << "a refused client reached an interceptor";
+          }
         });
-        auto call = [&](std::optional<net::TlsCertificate> cert) {
-          ChannelOptions o;
-          o.tls = true;
-          o.ca_file = pki.ca_file();
-          o.server_name_override = "localhost";
-          o.client_certificate = std::move(cert);
-          o.connect_timeout = std::chrono::seconds(5);
-          echo::Echo::Stub stub(channel_to(secure.addr().port(), o));
-          ClientContext ctx;
-          ctx.set_timeout(std::chrono::seconds(5));
-          echo::EchoRequest req;
-          req.set_message("who am i");
-          echo::EchoResponse resp;
-          return stub.Unary(ctx, req, &resp);
-        };
-        Status ok = call(pki.client_leaf("alice", "alice", "URI:spiffe://example.org/ns/web/sa/api"));
-        EXPECT_TRUE(ok.ok()) << ok.message();
-        {
-          std::lock_guard lock(mu);
-          EXPECT_EQ(seen, "spiffe://example.org/ns/web/sa/api alice verified");
-          seen.clear();
-        }
-        EXPECT_EQ(call(std::nullopt).code(), StatusCode::unavailable);
-        EXPECT_EQ(call(other_pki.client_leaf("mallory", "mallory", "URI:spiffe://evil.example/x"))
-                      .code(),
-                  StatusCode::unavailable);
-        {
-          std::lock_guard lock(mu);
-          EXPECT_EQ(seen, "") << "a refused client reached an interceptor";
-        }
-        server.shutdown(Clock::now() + std::chrono::seconds(2));
-        serving.wait();
       },
       goro::Config{.maxprocs = GetParam()});
 }
