@@ -82,4 +82,21 @@ long long parse_http_date(std::string_view s);
 // false for a malformed escape.
 bool percent_decode(std::string_view in, std::string& out, bool plus_is_space);
 
+// Calls f(pair, raw_key, raw_value) for each non-empty '&'-separated pair of an
+// urlencoded text (a query, a form body), still escaped; raw_value is empty when the
+// pair has no '='. Stops early when f returns false.
+template <class F>
+void for_each_urlencoded_pair(std::string_view text, F&& f) {
+  while (!text.empty()) {
+    const std::size_t amp = text.find('&');
+    const std::string_view pair = text.substr(0, amp);
+    text = amp == std::string_view::npos ? std::string_view{} : text.substr(amp + 1);
+    if (pair.empty()) continue;
+    const std::size_t eq = pair.find('=');
+    const std::string_view raw_value =
+        eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (!f(pair, pair.substr(0, eq), raw_value)) return;
+  }
+}
+
 }  // namespace goro::http::detail

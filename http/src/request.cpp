@@ -125,23 +125,17 @@ const Context& Request::context() {
 }
 
 std::optional<std::string> Request::query(std::string_view name) const {
-  std::string_view rest = raw_query_;
+  std::optional<std::string> found;
   std::string key;
-  while (!rest.empty()) {
-    std::size_t amp = rest.find('&');
-    std::string_view pair = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
-    if (pair.empty()) continue;
-    std::size_t eq = pair.find('=');
-    std::string_view raw_key = pair.substr(0, eq);
-    std::string_view raw_value =
-        eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    if (!detail::percent_decode(raw_key, key, true) || key != name) continue;
-    std::string value;
-    if (!detail::percent_decode(raw_value, value, true)) continue;
-    return value;
-  }
-  return std::nullopt;
+  detail::for_each_urlencoded_pair(
+      raw_query_, [&](std::string_view, std::string_view raw_key, std::string_view raw_value) {
+        if (!detail::percent_decode(raw_key, key, true) || key != name) return true;
+        std::string value;
+        if (!detail::percent_decode(raw_value, value, true)) return true;
+        found = std::move(value);
+        return false;
+      });
+  return found;
 }
 
 std::string_view Request::header(std::string_view name) const noexcept {

@@ -96,15 +96,8 @@ std::string Values::encode() const {
 bool parse_urlencoded(std::string_view text, Values& out, FormError* error) {
   bool all_valid = true;
   std::string key, value;
-  while (!text.empty()) {
-    std::size_t amp = text.find('&');
-    std::string_view pair = text.substr(0, amp);
-    text = amp == std::string_view::npos ? std::string_view{} : text.substr(amp + 1);
-    if (pair.empty()) continue;
-    std::size_t eq = pair.find('=');
-    std::string_view raw_key = pair.substr(0, eq);
-    std::string_view raw_value = eq == std::string_view::npos ? std::string_view{}
-                                                              : pair.substr(eq + 1);
+  detail::for_each_urlencoded_pair(text, [&](std::string_view pair, std::string_view raw_key,
+                                             std::string_view raw_value) {
     if (!detail::percent_decode(raw_key, key, true) ||
         !detail::percent_decode(raw_value, value, true)) {
       if (all_valid && error != nullptr) {
@@ -114,12 +107,13 @@ bool parse_urlencoded(std::string_view text, Values& out, FormError* error) {
                          "\"";
       }
       all_valid = false;
-      continue;
+      return true;
     }
     out.add(std::move(key), std::move(value));
     key.clear();
     value.clear();
-  }
+    return true;
+  });
   return all_valid;
 }
 
