@@ -63,7 +63,7 @@ TEST_P(HooksRedisTest, ConcurrentBlpopParkGoroutinesNotThreads) {
     EXPECT_EQ(pops.succeeded, kClients);
     EXPECT_GE(pops.ms, 99);
     EXPECT_LT(pops.ms, 2000);
-    EXPECT_LE(pops.threads, thread_budget());
+    EXPECT_LE(pops.threads, thread_bound(pops, thread_budget()));
 
     Context pusher(redisConnectUnix(redis_server().address().c_str()));
     ASSERT_TRUE(pusher && pusher->err == 0);
