@@ -49,6 +49,10 @@
 #   GRPC_IDLE_CONNS=1000 connections of grpc-idle
 #   TASKSET=1            pin servers and clients as above (0: no pinning)
 #   BUILD_DIR=<repo>/build-bench   JOBS=2   OUT_DIR=loadtest/results/<stamp>
+#   PREBUILT=1           BUILD_DIR is a build of goro's that already holds the programs
+#                        (goro-demo, loadtest_idle_client, ...): it is neither configured
+#                        nor built, whatever its build type (CI's smoke uses its release
+#                        build so)
 #   LATEST=auto          1: always refresh results/latest, 0: never, auto: full runs
 #   GORO_DEMO=<path>     the goro-demo to run (default: the one built in BUILD_DIR)
 set -euo pipefail
@@ -210,6 +214,7 @@ grpc_idle_conns="${GRPC_IDLE_CONNS:-1000}"
 pin="${TASKSET:-1}"
 build="$(realpath -m "${BUILD_DIR:-$root/build-bench}")" # absolute: GOPATH needs it
 jobs="${JOBS:-2}"
+prebuilt="${PREBUILT:-0}"
 latest="${LATEST:-$([ "$smoke" = 1 ] && echo 0 || echo auto)}"
 stamp="$(date -u +%Y-%m-%dT%H-%M-%SZ)"
 out="${OUT_DIR:-$here/results/$stamp}"
@@ -226,30 +231,34 @@ fi
 
 # --- build ---------------------------------------------------------------------------
 wants() { [[ " $peers " == *" $1 "* ]]; }
-log "== building in $build (Release)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
-  -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON >/dev/null
-targets=()
-build_targets=$(cmake --build "$build" --target help)
-if [ "$any_http" = 1 ]; then
-  targets+=(loadtest_idle_client)
-  [ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
-  wants epoll && targets+=(loadtest_peer_epoll)
-  wants asio && grep -q loadtest_peer_asio <<<"$build_targets" && targets+=(loadtest_peer_asio)
-fi
-[ "$any_grpc" = 1 ] && targets+=(loadtest_grpc_idle_client)
-cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
-if [ "$any_grpc" = 1 ]; then
-  # Each greeter only where its CMake found what it needs, and apart: one that does not
-  # build leaves its peer out (does_not_apply says so), not the run.
-  for t in loadtest_grpc_goro_greeter loadtest_grpc_cpp_greeter; do
-    rm -f "$build/loadtest/grpc/$t.build.log"
-    grep -q "$t" <<<"$build_targets" || continue
-    if ! cmake --build "$build" -j"$jobs" --target "$t" >"$build/loadtest/grpc/$t.build.log" 2>&1; then
-      log "== $t did not build (log: $build/loadtest/grpc/$t.build.log): its peer is left out"
-      rm -f "$build/loadtest/grpc/$t"
-    fi
-  done
+if [ "$prebuilt" = 1 ]; then
+  log "== the programs of $build (PREBUILT=1: nothing configured or built)"
+else
+  log "== building in $build (Release)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGORO_BUILD_TESTS=OFF \
+    -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON >/dev/null
+  targets=()
+  build_targets=$(cmake --build "$build" --target help)
+  if [ "$any_http" = 1 ]; then
+    targets+=(loadtest_idle_client)
+    [ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
+    wants epoll && targets+=(loadtest_peer_epoll)
+    wants asio && grep -q loadtest_peer_asio <<<"$build_targets" && targets+=(loadtest_peer_asio)
+  fi
+  [ "$any_grpc" = 1 ] && targets+=(loadtest_grpc_idle_client)
+  cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
+  if [ "$any_grpc" = 1 ]; then
+    # Each greeter only where its CMake found what it needs, and apart: one that does not
+    # build leaves its peer out (does_not_apply says so), not the run.
+    for t in loadtest_grpc_goro_greeter loadtest_grpc_cpp_greeter; do
+      rm -f "$build/loadtest/grpc/$t.build.log"
+      grep -q "$t" <<<"$build_targets" || continue
+      if ! cmake --build "$build" -j"$jobs" --target "$t" >"$build/loadtest/grpc/$t.build.log" 2>&1; then
+        log "== $t did not build (log: $build/loadtest/grpc/$t.build.log): its peer is left out"
+        rm -f "$build/loadtest/grpc/$t"
+      fi
+    done
+  fi
 fi
 demo="${GORO_DEMO:-$build/examples/demo/goro-demo}"
 [ "$any_http" = 1 ] && { [ -x "$demo" ] || die "no goro-demo at $demo"; }

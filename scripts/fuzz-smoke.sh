@@ -17,7 +17,7 @@
 #   GORO_FUZZ_BUILD  build folder (default: $GORO_BUILD_ROOT/fuzz)
 #   GORO_FUZZ_CXX    C++ compiler (default: clang++-14; the C compiler is the matching clang)
 #   GORO_FUZZ_OUT    logs, scratch corpora and failing inputs (default: <build>/fuzz-out)
-#   GORO_JOBS        compile jobs (default: number of cores)
+#   GORO_JOBS        compile jobs, and targets run at once (default: number of cores)
 set -uo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -43,7 +43,7 @@ esac
 goro_section "fuzz: build ($CXX_FOR_FUZZ, GORO_SANITIZE=address, GORO_FUZZ=ON) in $BUILD"
 if ! goro_configure "$BUILD" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER="clang${CXX_FOR_FUZZ#clang++}" -DCMAKE_CXX_COMPILER="$CXX_FOR_FUZZ" \
-  -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  -DCMAKE_C_FLAGS_DEBUG="-gline-tables-only -O1" -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1" \
   -DGORO_SANITIZE=address -DGORO_FUZZ=ON -DGORO_WERROR=ON \
   -DGORO_BUILD_TESTS=OFF -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
   echo "fuzz: CONFIGURE FAILED"
@@ -61,19 +61,21 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 [ -f "$GORO_ROOT/.ci/ubsan.supp" ] && UBSAN_OPTIONS="$UBSAN_OPTIONS:suppressions=$GORO_ROOT/.ci/ubsan.supp"
 
 mkdir -p "$OUT"
-passed=0
-failed=0
-summary=()
-for t in "${TARGETS[@]}"; do
+
+# run_target T: runs target T for SECS and writes its summary line to $OUT/T.result
+# ("ok ..." or "FAIL ..."), its fuzzer's figures and any failure's first lines to
+# $OUT/T.report.
+run_target() {
+  local t=$1 exe seeds log work rc runs rate rss cov found figures artifacts
+  local -a flags
   exe=$BUILD/fuzz/${t}_fuzz
   seeds=$GORO_ROOT/fuzz/corpus/$t
   log=$OUT/$t.log
-  goro_section "fuzz: $t for ${SECS}s"
+  exec >"$OUT/$t.report" 2>&1
   if [ ! -x "$exe" ] || [ ! -d "$seeds" ]; then
     echo "fuzz: $t: $([ -x "$exe" ] && echo "no corpus $seeds" || echo "not built")"
-    summary+=("$(printf '%-16s FAIL  not built or no corpus' "$t")")
-    failed=$((failed + 1))
-    continue
+    printf '%-16s FAIL  not built or no corpus\n' "$t" >"$OUT/$t.result"
+    return
   fi
   work=$OUT/$t.corpus
   rm -rf "$work" "$OUT/$t-"*
@@ -96,14 +98,40 @@ for t in "${TARGETS[@]}"; do
   figures="${runs:-?} runs, ${rate:-?}/s, ${cov:-cov: ?}, +$found inputs, ${rss:-?} MB"
   artifacts=$(find "$OUT" -maxdepth 1 -name "$t-*" -type f)
   if [ "$rc" -eq 0 ] && [ -z "$artifacts" ]; then
-    summary+=("$(printf '%-16s ok    %s' "$t" "$figures")")
-    passed=$((passed + 1))
+    printf '%-16s ok    %s\n' "$t" "$figures" >"$OUT/$t.result"
   else
     grep -E 'ERROR|property broken|SUMMARY' "$log" | head -n 20
     echo "fuzz: $t FAILED (exit $rc); log $log; input(s): ${artifacts:-none}"
-    summary+=("$(printf '%-16s FAIL  %s; %s' "$t" "$figures" "${artifacts:-exit $rc}")")
-    failed=$((failed + 1))
+    printf '%-16s FAIL  %s; %s\n' "$t" "$figures" "${artifacts:-exit $rc}" >"$OUT/$t.result"
   fi
+}
+
+# GORO_JOBS targets at a time, each on one core (libFuzzer runs one thread).
+goro_section "fuzz: ${#TARGETS[@]} targets, ${SECS}s each, $GORO_JOBS at a time"
+running=0
+for t in "${TARGETS[@]}"; do
+  rm -f "$OUT/$t.result"
+  if [ "$running" -ge "$GORO_JOBS" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+
+passed=0
+failed=0
+summary=()
+for t in "${TARGETS[@]}"; do
+  goro_section "fuzz: $t"
+  cat "$OUT/$t.report" 2>/dev/null
+  line=$(cat "$OUT/$t.result" 2>/dev/null || printf '%-16s FAIL  no result' "$t")
+  summary+=("$line")
+  case "$line" in
+    *" ok "*) passed=$((passed + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+  esac
 done
 
 goro_section "fuzz: summary (${SECS}s per target)"

@@ -7,16 +7,17 @@
 #             the layers point down only, through their doors (check-layers.sh), and
 #             docs/building.md lists the packages deps.sh installs (check-deps-doc.sh)
 #   release   g++, RelWithDebInfo, GORO_WERROR=ON, everything (examples, load-test
-#             programs); all tests
+#             programs; the tests with line tables only, GORO_TEST_LINE_TABLES); all tests
 #   readme    the install recipe of README.md exactly as written (Release, the system's
 #             c++, GORO_WERROR left off as a user has it), run in a fresh copy of the
 #             tree; a compiler warning in its output fails the stage; all tests; the
 #             recipe's `cmake --install ... --prefix /opt/goro` goes under DESTDIR
-#   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer) all tests
-#             (examples and load-test programs are not built: no test runs them)
+#   asan      clang++-14, GORO_SANITIZE=address (ASan + UBSan + LeakSanitizer), the
+#             examples too; all tests (load-test programs are not built: no test runs them)
 #   tsan      clang++-14, GORO_SANITIZE=thread (TSan)                          all tests
-#   load      loadtest/run.sh --smoke: goro-demo built in Release and with ASan + UBSan
-#             + LeakSanitizer, under every scenario of the load kit for a few seconds
+#             (both: Debug -O1, line tables only)
+#   load      loadtest/run.sh --smoke: goro-demo of the release and of the asan stage (the
+#             kit builds nothing), under every scenario of the load kit for a few seconds
 #             each; after each, the server must be alive, answer /healthz, stop on
 #             SIGTERM with exit 0, and have logged no sanitizer report, and the load
 #             must have seen no socket error or non-2xx answer (one test per step)
@@ -43,7 +44,8 @@
 #                    stages use 1)
 #   GORO_TSAN_CXX / GORO_ASAN_CXX   C++ compiler of those stages (default clang++-14;
 #                    the fuzz stage uses GORO_ASAN_CXX)
-#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 20)
+#   GORO_FUZZ_SECONDS  how long the fuzz stage runs each target (default 15; GORO_JOBS
+#                    targets at a time)
 #   GORO_SKIP_DEPS=1 do not check/install the Debian packages
 set -uo pipefail
 
@@ -195,7 +197,8 @@ stage_release() {
   goro_section "release: g++ RelWithDebInfo, GORO_WERROR=ON, all targets, all tests"
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DGORO_WERROR=ON \
-    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=ON; then
+    -DGORO_BUILD_TESTS=ON -DGORO_TEST_LINE_TABLES=ON -DGORO_BUILD_EXAMPLES=ON \
+    -DGORO_BUILD_LOADTESTS=ON; then
     echo "release: CONFIGURE FAILED"
     record release CONF 0 1 0 $((SECONDS - stage_start))
     return
@@ -224,19 +227,25 @@ sanitizer_env() {
   echo "TSAN_OPTIONS=$TSAN_OPTIONS"
 }
 
-# sanitizer_stage NAME CXX SANITIZER TITLE: a Debug -O1 build with GORO_SANITIZE and
-# every test, ctest -j1 (sanitizers make timing tests sensitive to neighbours).
+# The sanitizer builds' flags: -O1, and line tables for debug information, which is all a
+# sanitizer report's stack needs (file:line for every frame); full -g doubles the time
+# clang takes to compile a test with ASan.
+SANITIZER_FLAGS="-gline-tables-only -O1"
+
+# sanitizer_stage NAME CXX SANITIZER TITLE [EXAMPLES]: a Debug -O1 build with
+# GORO_SANITIZE and every test, ctest -j1 (sanitizers make timing tests sensitive to
+# neighbours). EXAMPLES=ON builds the examples too (and runs their tests).
 sanitizer_stage() {
-  local name=$1 cxx=$2 sanitizer=$3 title=$4
+  local name=$1 cxx=$2 sanitizer=$3 title=$4 examples=${5:-OFF}
   local dir=$GORO_BUILD_ROOT/ci-$name
   stage_start=$SECONDS
   goro_section "$name: $cxx GORO_SANITIZE=$sanitizer ($title), all tests"
   sanitizer_env
   if ! goro_configure "$dir" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER="$(c_compiler_for "$cxx")" -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DCMAKE_C_FLAGS_DEBUG="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_DEBUG="$SANITIZER_FLAGS" \
     -DGORO_SANITIZE="$sanitizer" -DGORO_WERROR=ON \
-    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=OFF -DGORO_BUILD_LOADTESTS=OFF; then
+    -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES="$examples" -DGORO_BUILD_LOADTESTS=OFF; then
     echo "$name: CONFIGURE FAILED"
     record "$name" CONF 0 1 0 $((SECONDS - stage_start))
     return
@@ -244,7 +253,8 @@ sanitizer_stage() {
   build_and_test "$name" "$dir" "" -j1
 }
 
-stage_asan() { sanitizer_stage asan "$ASAN_CXX" address "ASan+UBSan+LSan"; }
+# The examples too: the load stage runs this build's goro-demo.
+stage_asan() { sanitizer_stage asan "$ASAN_CXX" address "ASan+UBSan+LSan" ON; }
 
 stage_tsan() {
   # TSan of LLVM 14 aborts with "unexpected memory mapping" on kernels that randomize
@@ -278,36 +288,43 @@ record_counted() {
     $((SECONDS - stage_start))
 }
 
-# The load smoke: goro-demo in Release (built by the kit in ci-load) and with ASan
-# (ci-load-asan), each under every scenario of loadtest/run.sh --smoke.
+# The load smoke: goro-demo in Release and with ASan, each under every scenario of
+# loadtest/run.sh --smoke. The release and asan stages' builds provide them (the kit then
+# builds nothing); a stage that did not run is made up for by a build of the kit's own
+# (ci-load, Release) or of goro-demo alone (ci-asan).
 stage_load() {
-  local rel=$GORO_BUILD_ROOT/ci-load asan=$GORO_BUILD_ROOT/ci-load-asan
+  local rel=$GORO_BUILD_ROOT/ci-release asan=$GORO_BUILD_ROOT/ci-asan
   local log=$GORO_BUILD_ROOT/ci-load.log rc=0 demo
+  local -a kit=(BUILD_DIR="$rel" PREBUILT=1)
   stage_start=$SECONDS
   mkdir -p "$GORO_BUILD_ROOT"
   : >"$log"
-  goro_section "load: goro-demo ($ASAN_CXX, GORO_SANITIZE=address) for the smoke"
-  if goro_configure "$asan" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER="$(c_compiler_for "$ASAN_CXX")" -DCMAKE_CXX_COMPILER="$ASAN_CXX" \
-    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    -DGORO_SANITIZE=address -DGORO_WERROR=ON \
-    -DGORO_BUILD_TESTS=OFF -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=OFF &&
-    goro_build "$asan" goro-demo; then
-    demo=$asan/examples/demo/goro-demo
-  else
-    echo "load: the ASan goro-demo did not build" | tee -a "$log"
-    demo=""
+  if [ ! -x "$rel/examples/demo/goro-demo" ] || [ ! -x "$rel/loadtest/http/loadtest_idle_client" ]; then
+    kit=(BUILD_DIR="$GORO_BUILD_ROOT/ci-load")
+  fi
+  demo=$asan/examples/demo/goro-demo
+  if [ ! -x "$demo" ]; then
+    goro_section "load: goro-demo ($ASAN_CXX, GORO_SANITIZE=address) for the smoke"
+    if ! goro_configure "$asan" "$GORO_ROOT" -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_C_COMPILER="$(c_compiler_for "$ASAN_CXX")" -DCMAKE_CXX_COMPILER="$ASAN_CXX" \
+      -DCMAKE_C_FLAGS_DEBUG="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_DEBUG="$SANITIZER_FLAGS" \
+      -DGORO_SANITIZE=address -DGORO_WERROR=ON \
+      -DGORO_BUILD_TESTS=ON -DGORO_BUILD_EXAMPLES=ON -DGORO_BUILD_LOADTESTS=OFF ||
+      ! goro_build "$asan" goro-demo; then
+      echo "load: the ASan goro-demo did not build" | tee -a "$log"
+      demo=""
+    fi
   fi
   goro_section "load: loadtest/run.sh --smoke, goro-demo in Release"
-  BUILD_DIR=$rel JOBS=$GORO_JOBS OUT_DIR=$GORO_BUILD_ROOT/ci-load-results/release \
+  env "${kit[@]}" JOBS="$GORO_JOBS" OUT_DIR="$GORO_BUILD_ROOT/ci-load-results/release" \
     bash "$GORO_ROOT/loadtest/run.sh" --smoke 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
   if [ -n "$demo" ]; then
     goro_section "load: loadtest/run.sh --smoke, goro-demo with ASan + UBSan + LSan"
     (
       sanitizer_env
-      GORO_DEMO=$demo BUILD_DIR=$rel JOBS=$GORO_JOBS \
-        OUT_DIR=$GORO_BUILD_ROOT/ci-load-results/asan bash "$GORO_ROOT/loadtest/run.sh" --smoke
+      env "${kit[@]}" GORO_DEMO="$demo" JOBS="$GORO_JOBS" \
+        OUT_DIR="$GORO_BUILD_ROOT/ci-load-results/asan" bash "$GORO_ROOT/loadtest/run.sh" --smoke
     ) 2>&1 | tee -a "$log"
     [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
   else
@@ -324,10 +341,10 @@ stage_load() {
 stage_fuzz() {
   local log=$GORO_BUILD_ROOT/ci-fuzz.log
   stage_start=$SECONDS
-  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-20} (each target, from its corpus)"
+  goro_section "fuzz: scripts/fuzz-smoke.sh ${GORO_FUZZ_SECONDS:-15} (each target, from its corpus)"
   mkdir -p "$GORO_BUILD_ROOT"
   GORO_FUZZ_BUILD=$GORO_BUILD_ROOT/ci-fuzz GORO_FUZZ_CXX=$ASAN_CXX \
-    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-20}" 2>&1 | tee "$log"
+    bash "$GORO_ROOT/scripts/fuzz-smoke.sh" "${GORO_FUZZ_SECONDS:-15}" 2>&1 | tee "$log"
   record_counted fuzz "$log" "${PIPESTATUS[0]}"
 }
 
