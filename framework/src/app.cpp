@@ -32,19 +32,24 @@ void duration_from_environment(const char* name, std::chrono::nanoseconds* targe
   }
 }
 
-// The options as the environment leaves them: a name, the address from GORO_ADDR or PORT,
-// the drain delay and shutdown timeout from GORO_DRAIN_DELAY and GORO_SHUTDOWN_TIMEOUT (a
-// flag still wins).
-AppOptions from_environment(AppOptions options, int argc, char** argv, std::string* error) {
+AppOptions with_name(AppOptions options, int argc, char** argv) {
   if (options.name.empty()) options.name = base_name(argc > 0 ? argv[0] : nullptr);
+  return options;
+}
+
+// What the environment says: the address from GORO_ADDR or PORT, the drain delay and
+// shutdown timeout from GORO_DRAIN_DELAY and GORO_SHUTDOWN_TIMEOUT (a flag still wins).
+// Returns a message naming a variable that does not parse, else "".
+std::string apply_environment(AppOptions& options) {
   if (const char* a = std::getenv("GORO_ADDR"); a != nullptr && *a != '\0') {
     options.addr = a;
   } else if (const char* p = std::getenv("PORT"); p != nullptr && *p != '\0') {
     options.addr = std::string(":") + p;
   }
-  duration_from_environment("GORO_DRAIN_DELAY", &options.drain_delay, error);
-  duration_from_environment("GORO_SHUTDOWN_TIMEOUT", &options.shutdown_timeout, error);
-  return options;
+  std::string error;
+  duration_from_environment("GORO_DRAIN_DELAY", &options.drain_delay, &error);
+  duration_from_environment("GORO_SHUTDOWN_TIMEOUT", &options.shutdown_timeout, &error);
+  return error;
 }
 
 // argv[0] as an absolute path, for an upgrade to start again: made absolute against the
@@ -77,9 +82,10 @@ std::string program_path(const char* argv0) {
 }  // namespace
 
 App::App(int argc, char** argv, AppOptions options)
-    : options_(from_environment(std::move(options), argc, argv, &environment_error_)),
+    : options_(with_name(std::move(options), argc, argv)),
       flags_(options_.name),
-      program_(program_path(argc > 0 ? argv[0] : nullptr)) {
+      program_(program_path(argc > 0 ? argv[0] : nullptr)),
+      environment_error_(apply_environment(options_)) {
   for (int i = 0; i < argc; ++i) argv_.emplace_back(argv[i] != nullptr ? argv[i] : "");
   flags_.var("addr", options_.addr,
              "listen on `HOST:PORT` (else $GORO_ADDR, or $PORT for every interface)");

@@ -298,7 +298,7 @@ def one_run(lb_kind, load):
         r.start()
     lb = Balancer(lb_kind, d, ports)
     time.sleep(0.5)  # HAProxy's first checks
-    duration = 4 + opts.restarts * 4
+    duration = 4 + opts.restarts * 3
     start = time.monotonic()
     result = LOADS[load](lb, duration, duration - 2)
     time.sleep(1)

@@ -265,7 +265,8 @@ Readiness readiness(const Server::Impl& server, const Context& ctx) {
   bool accepting;
   {
     std::lock_guard lock(server.mu);
-    accepting = !server.listeners.empty() && !server.shutting_down;
+    // Serving: an accept loop runs, or a connection given to serve_conn is open.
+    accepting = (!server.listeners.empty() || !server.conns.empty()) && !server.shutting_down;
   }
   const bool draining = server.draining.load(std::memory_order_relaxed);
   r.ready = accepting && !draining;

@@ -18,8 +18,8 @@
 //                         down", ..., then "readyz check passed" or "readyz check failed"
 //
 // The replies are text/plain, never cached (Cache-Control: no-store), and HEAD is
-// answered as GET. A request that no Server made (httptest's ResponseRecorder) has no
-// server to ask: it is answered ready.
+// answered as GET. A request that no Server made (handed to the handler through
+// httptest's ResponseRecorder) has no server to ask: it is answered ready.
 #pragma once
 
 #include <string>

@@ -199,8 +199,9 @@ class Server {
   std::size_t connection_count() const;
 
   // Readiness, what a load balancer's or Kubernetes' readiness probe asks (/readyz): ready
-  // while an accept loop of serve() runs, drain() and shutdown() have not been called, and
-  // every ServerOptions::readiness_checks holds (each is run, in order; ctx is theirs).
+  // while it serves (an accept loop of serve() runs, or a connection of serve_conn is
+  // open), drain() and shutdown() have not been called, and every
+  // ServerOptions::readiness_checks holds (each is run, in order; ctx is theirs).
   // Blocks while a check does. Call it from a goroutine.
   Readiness readiness(const Context& ctx = Context()) const;
 
