@@ -51,6 +51,7 @@ GORO_DEPS_TEST=(
   nghttp2-client
   podman
   runc
+  catatonit         # the pause process of the pods `podman kube play` makes (tests/deploy/kube_test.sh)
   debootstrap
   wrk
   iproute2          # ss, with which the load smoke (loadtest/run.sh --smoke) finds free ports

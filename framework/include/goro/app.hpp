@@ -146,7 +146,8 @@ class App {
   // The address run() will listen on.
   const std::string& addr() const noexcept { return options_.addr; }
   // Readiness (/readyz) also asks check, under name, each time it is probed; see
-  // http::ReadinessCheck. Call before run().
+  // http::ReadinessCheck. Call before run(), or from the function run(make) calls (a
+  // check on the database pool it makes).
   void add_readiness_check(std::string name, std::function<goro::Error(const Context&)> check);
 
   // The options, flags applied once parse() ran; may be changed until run().

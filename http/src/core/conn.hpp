@@ -91,6 +91,10 @@ class Connection final : public goro::Pooled {
 
   // --- idle state, which shutdown reads (see core/server.cpp) ---
   void set_idle(bool idle) noexcept { idle_.store(idle, std::memory_order_seq_cst); }
+  // The first bytes of a request came: no longer idle. False when a shutdown under way
+  // may have closed this connection while it was idle (no grace, or it had been parked:
+  // resumed), so that the request, whose answer could not be written, is not served.
+  bool set_busy(bool resumed) noexcept;
   bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }
   // Whether the server's shutdown has begun (seq_cst: read after set_idle or parking).
   bool closing() const noexcept;

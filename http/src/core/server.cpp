@@ -436,6 +436,12 @@ bool Connection::closing() const noexcept {
   return server_->closing.load(std::memory_order_seq_cst);
 }
 
+bool Connection::set_busy(bool resumed) noexcept {
+  set_idle(false);
+  if (!closing()) return true;
+  return server_->options.shutdown_idle_grace.count() > 0 && !resumed;
+}
+
 void Connection::set_idle_deadline(net::Deadline d) {
   stream_->set_read_deadline(d);
   if (!closing()) return;

@@ -260,18 +260,19 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     if (waiting_idle) {
       // The first byte of a request: from now on the head has read_header_timeout. A
       // shutdown that began meanwhile lets the request be served, with "Connection:
-      // close" (reusable()); one that closed the connection first (it had been parked)
-      // makes the answer's write fail.
+      // close" (reusable()), unless it may have closed the connection (set_busy): then
+      // the client sees it close without an answer, as when it lost the race to an idle
+      // close, and no handler does work whose answer cannot be written.
       waiting_idle = false;
       if (const auto seen = stream_.readable_at(); resumed || seen != seen_before) arrived = seen;
-      conn_.set_idle(false);
+      if (!conn_.set_busy(resumed)) return Head::ended;
       if (!first) {
         head_deadline = deadline_in(options_.read_header_timeout);
         head_deadline_due = true;
       }
     }
   }
-  if (waiting_idle) conn_.set_idle(false);
+  if (waiting_idle && !conn_.set_busy(resumed)) return Head::ended;
   request_.set_received_at(arrived);
   return Head::ready;
 }
@@ -732,7 +733,7 @@ void run(ConnRef& self, std::unique_ptr<Exchange> x, bool first, bool resumed) {
     Result<std::size_t> n = c.stream().read(&byte, 1);
     if (!n || *n == 0) return;
     c.count_in(1);
-    c.set_idle(false);
+    if (!c.set_busy(false)) return;
     x = std::make_unique<Exchange>(c);
     x->feed(std::string_view(&byte, 1));
     first = resumed = false;
@@ -750,7 +751,7 @@ void serve(ConnRef& self, std::string_view early) {
   auto x = std::make_unique<Exchange>(c);
   x->feed(early);
   // Bytes read while the protocol was chosen start a request: not idle any more.
-  if (!early.empty()) c.set_idle(false);
+  if (!early.empty() && !c.set_busy(false)) return;
   run(self, std::move(x), true, false);
 }
 
