@@ -40,8 +40,15 @@ for tool in podman runc catatonit curl; do
     break
   fi
 done
-# Cached layers when docker/smoke.sh built the image from the same tree.
-GORO_IMAGE=$image "$root/docker/build-image.sh" >/dev/null
+# Cached layers when docker/smoke.sh built the image from the same tree (CI's container
+# stage); GORO_KUBE_IMAGE_BUILT=1 uses the image as it is.
+if [ "${GORO_KUBE_IMAGE_BUILT:-0}" != 1 ]; then
+  GORO_IMAGE=$image "$root/docker/build-image.sh" >"${TMPDIR:-/tmp}/goro-kube-build.log" 2>&1 || {
+    tail -n 30 "${TMPDIR:-/tmp}/goro-kube-build.log"
+    echo "kube: FAILED: the image did not build"
+    exit 1
+  }
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/goro-kube.XXXXXX")
 played=""
@@ -143,8 +150,13 @@ done
 echo "== podman pod stop -t 30 (SIGTERM, terminationGracePeriodSeconds), then kube down"
 since=$(date +%s)
 stop_start=$(date +%s%N)
-podman pod stop -t 30 "${pods[@]}" >/dev/null &
-stopper=$!
+# All at once, as the kubelets of a rollout would; podman's own status is not the test
+# (without systemd it complains about healthcheck timers): the exit codes below are.
+stoppers=()
+for pod in "${pods[@]}"; do
+  { podman pod stop -t 30 "$pod" >/dev/null 2>&1 || true; } &
+  stoppers+=($!)
+done
 probe=${pods[0]}
 draining="" served=""
 for _ in $(seq 1 40); do
@@ -156,7 +168,7 @@ for _ in $(seq 1 40); do
   fi
   sleep 0.1
 done
-wait "$stopper"
+wait "${stoppers[@]}"
 stop_ms=$((($(date +%s%N) - stop_start) / 1000000))
 [ -n "$draining" ] || failed "/readyz never answered 503 while the pods stopped"
 [ -n "$served" ] || failed "/plaintext was not served while draining"
@@ -166,7 +178,7 @@ exits=$(podman events --since "$since" --until "$(($(date +%s) + 1))" --filter e
 echo "stop took ${stop_ms} ms; exits: $(echo "$exits" | tr '\n' ';')"
 [ "$(echo "$exits" | grep -c ' 0$')" = 3 ] || failed "not every pod exited 0: $exits"
 [ "$stop_ms" -ge 5000 ] || failed "the pods stopped in ${stop_ms} ms, before their 5 s drain"
-[ "$stop_ms" -lt 25000 ] || failed "the pods took ${stop_ms} ms to stop"
+[ "$stop_ms" -lt 20000 ] || failed "the pods took ${stop_ms} ms to stop"
 for pod in "${pods[@]}"; do
   line=$(grep -E '^goro-demo: stopped: ' "$tmp/$pod-goro-demo.log" || true)
   grep -q 'SIGTERM: draining for 5 s' "$tmp/$pod-goro-demo.log" || failed "$pod did not drain"
