@@ -56,6 +56,9 @@
 #   LATEST=auto          1: always refresh results/latest, 0: never, auto: full runs
 #   GORO_DEMO=<path>     the goro-demo to run (default: the one built in BUILD_DIR)
 set -euo pipefail
+# The servers stop on SIGTERM between steps: at once, without goro::App's drain (a
+# load balancer's grace, pointless here).
+export GORO_DRAIN_DELAY=${GORO_DRAIN_DELAY:-0}
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"

@@ -51,6 +51,7 @@ GORO_DEPS_TEST=(
   nghttp2-client
   podman
   runc
+  catatonit         # the pause process of the pods `podman kube play` makes (tests/deploy/kube_test.sh)
   debootstrap
   wrk
   iproute2          # ss, with which the load smoke (loadtest/run.sh --smoke) finds free ports
@@ -76,8 +77,11 @@ GORO_DEPS_TEST=(
   # gRPC peers the interop tests (grpc/interop/) and the gRPC tests call goro against:
   # grpc-go, built offline in GOPATH mode, and Python's grpcio with its protoc.
   golang-go
-  nginx             # the HTTP/2 client's peer over TLS (tests/http/client_h2_test.cpp); also a
+  nginx             # the HTTP/2 client's peer over TLS (tests/http/client_h2_test.cpp), a load
+                    # balancer in front of goro-demo replicas (tests/deploy/lb_test.py); also a
                     # load-test peer. On a systemd host the package starts its own on :80.
+  haproxy           # the other load balancer of tests/deploy/lb_test.py (health checks on
+                    # /readyz). On a systemd host the package starts its own (no frontend).
   golang-google-grpc-dev
   golang-golang-x-net-dev  # golang.org/x/net/http2/h2c: the Go h2c server of
                            # tests/http/client_h2_test.cpp (also a grpc-go dependency)

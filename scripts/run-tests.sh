@@ -28,7 +28,9 @@
 #             build), checks that no installed target carries -Werror, runs its test
 #   container docker/smoke.sh: builds the Docker image with podman, checks its
 #             HEALTHCHECK, serves, and `podman stop` under wrk load: exit 0, every
-#             request taken answered (one test)
+#             request taken answered; tests/deploy/kube_test.sh: the Kubernetes
+#             manifests of deploy/k8s under `podman kube play` on that image, and the
+#             Ps under `podman run --cpus` (two tests)
 #
 # The last line printed is `N passed, N failed` (`, N skipped` follows when GTEST_SKIP
 # skipped some), summed over every ctest run. A build that fails goes on with what it
@@ -451,13 +453,14 @@ stage_consumer() {
 }
 
 stage_container() {
+  local passed=0 failed=0
   stage_start=$SECONDS
   goro_section "container: docker/smoke.sh (podman build, HEALTHCHECK, stop under load)"
-  if bash "$GORO_ROOT/docker/smoke.sh"; then
-    record container ok 1 0 0 $((SECONDS - stage_start))
-  else
-    record container FAIL 0 1 0 $((SECONDS - stage_start))
-  fi
+  if bash "$GORO_ROOT/docker/smoke.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  goro_section "container: tests/deploy/kube_test.sh (deploy/k8s under podman kube play, --cpus)"
+  if bash "$GORO_ROOT/tests/deploy/kube_test.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  record container "$([ "$failed" = 0 ] && echo ok || echo FAIL)" "$passed" "$failed" 0 \
+    $((SECONDS - stage_start))
 }
 
 main() {

@@ -21,7 +21,9 @@
 //   GET  /text           a 12 KiB JSON document through compress(): zstd, br or gzip as
 //                        the client's Accept-Encoding prefers (the kit's gzip-text)
 //   GET  /static/...     files under --root (when given)
-//   GET  /healthz        200 "ok"
+//   GET  /healthz        200 "ok" while the process serves (goro::App's liveness probe)
+//   GET  /readyz         200 "ok" while it should get traffic, 503 from the first moment
+//                        of a shutdown (App's readiness probe; ?verbose says why)
 //   GET  /ws/echo        a WebSocket that echoes every message (permessage-deflate when
 //                        the client offers it); closed with 1001 when the server stops
 //   GET  /metrics        Prometheus metrics: the runtime, the process, the server's
@@ -32,7 +34,7 @@
 //                        publish the port on a private network only)
 //   gRPC (where goro::grpc is built): every request whose Content-Type is
 //   application/grpc goes to a gRPC server on the same port: helloworld.Greeter
-//   (SayHello), grpc.health.v1.Health (SERVING until shutdown begins) and server
+//   (SayHello), grpc.health.v1.Health (SERVING until the drain begins) and server
 //   reflection. HTTP/2 is gRPC's transport: over TLS (ALPN h2), or h2c with --h2c.
 //
 // HTTP/2: over TLS when the client offers h2 in ALPN; on plain TCP with --h2c, for
@@ -40,10 +42,12 @@
 //
 // The service shell is goro::App: the address also comes from GORO_ADDR or PORT; over
 // HTTPS, SIGHUP reloads --tls-cert and --tls-key (new connections get the new
-// certificate; a file that does not load is logged and the old one kept); and
-// SIGINT / SIGTERM start a graceful shutdown (requests in flight get 5 s, or
-// --shutdown-timeout). Then one line on stdout with the requests the handlers took and
-// finished, which a test holds against the responses its client received.
+// certificate; a file that does not load is logged and the old one kept); SIGTERM
+// drains (readiness false, serving on, for --drain-delay or $GORO_DRAIN_DELAY, 5 s) and
+// then shuts down gracefully (requests in flight get 5 s, or --shutdown-timeout), SIGINT
+// shuts down at once; SIGUSR2 upgrades in place (a new process on the same sockets).
+// Then one line on stdout with the requests the handlers took and finished, which a
+// test holds against the responses its client received.
 #include <goro/app.hpp>
 #include <goro/goro.hpp>
 #if GORO_DEMO_GRPC
@@ -99,7 +103,7 @@ class Greeter final : public helloworld::Greeter::Service {
 
 // Sends gRPC requests (Content-Type application/grpc...) to grpc, the rest to http. The
 // first gRPC call starts a goroutine that turns the health service NOT_SERVING when the
-// HTTP server's shutdown begins (its shutdown context is cancelled then), so that load
+// HTTP server starts draining (its drain context is cancelled then), so that load
 // balancers stop sending calls while those in flight finish.
 http::Handler with_grpc(goro::grpc::Server& grpc, http::Handler http) {
   auto watching = std::make_shared<std::atomic<bool>>(false);
@@ -108,8 +112,8 @@ http::Handler with_grpc(goro::grpc::Server& grpc, http::Handler http) {
     std::string_view type = req.header("content-type");
     if (req.version_major() != 2 || !type.starts_with("application/grpc")) return http(req, w);
     if (!watching->exchange(true, std::memory_order_relaxed)) {
-      goro::go([&grpc, stopping = http::shutdown_context(req)] {
-        (void)stopping.done().recv();  // closed when the shutdown begins
+      goro::go([&grpc, stopping = http::drain_context(req)] {
+        (void)stopping.done().recv();  // closed when the drain begins
         grpc.health().shutdown();
       });
     }
@@ -267,7 +271,6 @@ http::Router make_router(const std::string& root, bool debug) {
       if (w.write("chunk " + std::to_string(i) + "\n") || w.flush()) return;  // client gone
     }
   });
-  r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok"); });
   r.handle("GET /text",
            http::chain([doc = text_document()](http::Request&,
                                                http::ResponseWriter& w) { w.json(doc); },

@@ -13,6 +13,8 @@
 //   $ curl 'localhost:8080/sleep?s=5'                504 after 1 s; the query is cancelled
 //                                                    on the server, as it is when the
 //                                                    client hangs up first
+//   $ curl 'localhost:8080/readyz?verbose'           [+]postgres ok ... (503 while the
+//                                                    database does not answer)
 //
 // Every handler borrows a connection from a pg::Pool (kPoolSize connections, made on
 // first use) under the request's context.
@@ -54,11 +56,6 @@ void fail(http::ResponseWriter& w, const pg::Result& r) {
 
 http::Handler routes(std::shared_ptr<pg::Pool> db) {
   http::Router r;
-  r.handle("GET /healthz", [db](http::Request& req, http::ResponseWriter& w) {
-    pg::Result ping = db->query("SELECT 1", {}, req.context());
-    if (!ping.ok()) return fail(w, ping);
-    w.text("ok\n");
-  });
   r.handle("POST /notes", [db](http::Request& req, http::ResponseWriter& w) {
     auto body = req.body();
     if (!body) return;  // the server has answered (too large, or the client left)
@@ -135,6 +132,12 @@ int main(int argc, char** argv) {
         "SET client_min_messages = warning;"
         "CREATE TABLE IF NOT EXISTS notes (id bigserial PRIMARY KEY, body text NOT NULL)");
     if (!schema.ok()) throw std::runtime_error("database: " + schema.error());
+    // Ready (/readyz) while the database answers; /healthz stays App's own.
+    app.add_readiness_check("postgres", [db](const goro::Context& ctx) -> goro::Error {
+      pg::Result ping = db->query("SELECT 1", {}, ctx);
+      if (ping.ok()) return {};
+      return goro::Error(ping.code(), ping.error());
+    });
     return routes(db);
   });
 }

@@ -61,6 +61,8 @@ try:
     first = api.stdout.readline()
     check(f"serving http://127.0.0.1:{port} on 1 Ps" in first, f"startup line: {first!r}")
     check(request(port, "GET", "/healthz")[:2] == (200, "ok\n"), "GET /healthz")
+    ready = request(port, "GET", "/readyz?verbose")[:2]
+    check(ready[0] == 200 and "[+]postgres ok" in ready[1], f"GET /readyz?verbose: {ready}")
 
     status, body, location = request(port, "POST", "/notes", "buy milk")
     check(status == 201 and body.startswith("note "), f"POST /notes: {status} {body!r}")

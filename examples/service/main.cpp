@@ -13,7 +13,6 @@ int main(int argc, char** argv) {
   http::Client client;
 
   http::Router r;
-  r.handle("GET /healthz", [](http::Request&, http::ResponseWriter& w) { w.text("ok\n"); });
   r.handle("GET /quote/{name}", [&](http::Request& req, http::ResponseWriter& w) {
     auto [ctx, cancel] = goro::with_timeout(req.context(), 1s);
     auto reply =
@@ -26,6 +25,6 @@ int main(int argc, char** argv) {
     }
     w.text("quote for " + std::string(req.path_value("name")) + ": " + reply->body + "\n");
   });
-  // SIGTERM/SIGINT: stop accepting, let requests finish (10 s), exit 0.
+  // SIGTERM: drain 5 s, stop accepting, let requests finish (10 s), exit 0.
   return app.run(http::chain(r, {http::recover()}));
 }

@@ -1,24 +1,12 @@
-// goro::App: flags and environment, the startup line, signals and graceful shutdown
-// around one http::Server (see app.hpp).
+// goro::App: options from the environment and the flags (see app.hpp); run() is in
+// app_run.cpp.
 #include <goro/app.hpp>
 
-#include <csignal>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <optional>
-
-#include <goro/net/listener.hpp>
-#include <goro/net/tls.hpp>
-#include <goro/scheduler/chan.hpp>
-#include <goro/scheduler/context.hpp>
-#include <goro/scheduler/runtime.hpp>
-#include <goro/scheduler/select.hpp>
-#include <goro/scheduler/signal.hpp>
-
-#ifndef GORO_VERSION
-#define GORO_VERSION "unknown"
-#endif
 
 namespace goro {
 
@@ -30,22 +18,74 @@ std::string base_name(const char* path) {
   return std::string(slash == std::string_view::npos ? p : p.substr(slash + 1));
 }
 
-// The options as the environment leaves them: a name, and the address from GORO_ADDR or
-// PORT (a flag still wins).
-AppOptions from_environment(AppOptions options, int argc, char** argv) {
+// Reads the duration in the environment variable name into *target, if set; a message
+// naming the variable into *error when it does not parse.
+void duration_from_environment(const char* name, std::chrono::nanoseconds* target,
+                               std::string* error) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return;
+  std::optional<std::chrono::nanoseconds> d = parse_duration(v);
+  if (d && d->count() >= 0) {
+    *target = *d;
+  } else if (error->empty()) {
+    *error = std::string(name) + "='" + v + "': takes a duration such as 5s, 500ms or 1m30s";
+  }
+}
+
+AppOptions with_name(AppOptions options, int argc, char** argv) {
   if (options.name.empty()) options.name = base_name(argc > 0 ? argv[0] : nullptr);
+  return options;
+}
+
+// What the environment says: the address from GORO_ADDR or PORT, the drain delay and
+// shutdown timeout from GORO_DRAIN_DELAY and GORO_SHUTDOWN_TIMEOUT (a flag still wins).
+// Returns a message naming a variable that does not parse, else "".
+std::string apply_environment(AppOptions& options) {
   if (const char* a = std::getenv("GORO_ADDR"); a != nullptr && *a != '\0') {
     options.addr = a;
   } else if (const char* p = std::getenv("PORT"); p != nullptr && *p != '\0') {
     options.addr = std::string(":") + p;
   }
-  return options;
+  std::string error;
+  duration_from_environment("GORO_DRAIN_DELAY", &options.drain_delay, &error);
+  duration_from_environment("GORO_SHUTDOWN_TIMEOUT", &options.shutdown_timeout, &error);
+  return error;
+}
+
+// argv[0] as an absolute path, for an upgrade to start again: made absolute against the
+// working directory of the start, looked up in PATH when it has no slash; symbolic links
+// are kept, so a link moved to a new release is what an upgrade runs.
+std::string program_path(const char* argv0) {
+  std::string a = argv0 != nullptr ? argv0 : "";
+  if (a.empty()) return a;
+  if (a.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path != nullptr ? path : "";
+    while (!dirs.empty()) {
+      const std::size_t colon = dirs.find(':');
+      std::string candidate(dirs.substr(0, colon));
+      candidate += "/" + a;
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        a = candidate;
+        break;
+      }
+      dirs = colon == std::string_view::npos ? "" : dirs.substr(colon + 1);
+    }
+  }
+  if (a.front() != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) a = std::string(cwd) + "/" + a;
+  }
+  return a;
 }
 
 }  // namespace
 
 App::App(int argc, char** argv, AppOptions options)
-    : options_(from_environment(std::move(options), argc, argv)), flags_(options_.name) {
+    : options_(with_name(std::move(options), argc, argv)),
+      flags_(options_.name),
+      program_(program_path(argc > 0 ? argv[0] : nullptr)),
+      environment_error_(apply_environment(options_)) {
   for (int i = 0; i < argc; ++i) argv_.emplace_back(argv[i] != nullptr ? argv[i] : "");
   flags_.var("addr", options_.addr,
              "listen on `HOST:PORT` (else $GORO_ADDR, or $PORT for every interface)");
@@ -55,8 +95,15 @@ App::App(int argc, char** argv, AppOptions options)
   flags_.var("tls-reload-interval", options_.tls_reload_interval,
              "also reload --tls-cert/--tls-key when they change, looking every `duration` (0: "
              "only on SIGHUP)");
+  flags_.var("drain-delay", options_.drain_delay,
+             "after SIGTERM, how long /readyz says 503 while serving goes on, before the "
+             "server stops accepting (else $GORO_DRAIN_DELAY; 0: none)");
   flags_.var("shutdown-timeout", options_.shutdown_timeout,
-             "how long a shutdown lets requests in flight finish (10s, 2.5, 500ms)");
+             "how long a shutdown lets requests in flight finish (10s, 2.5, 500ms; else "
+             "$GORO_SHUTDOWN_TIMEOUT)");
+  flags_.var("upgrade-timeout", options_.upgrade_timeout,
+             "on SIGUSR2, how long the new process has to say it serves");
+  flags_.var("pid-file", options_.pid_file, "write the process id to `FILE` once serving");
   flags_.func(
       "access-log", "log every request on stderr as `FORMAT`: logfmt (the default), json or common",
       [this](std::string_view format) {
@@ -85,6 +132,10 @@ std::optional<int> App::parse() {
   std::vector<const char*> argv;
   for (const std::string& a : argv_) argv.push_back(a.c_str());
   std::optional<int> exit = flags_.parse(static_cast<int>(argv.size()), argv.data());
+  if (!exit && !environment_error_.empty()) {
+    log(environment_error_);
+    exit = 2;
+  }
   if (!exit && options_.tls_cert.empty() != options_.tls_key.empty()) {
     log("--tls-cert and --tls-key go together");
     exit = 2;
@@ -109,8 +160,17 @@ void App::report_reload(std::string_view why, const goro::Error& result) const {
     log(cause + ": TLS reload failed, still serving the previous certificate: " + result.what());
     return;
   }
-  std::printf("%s: %s: reloaded TLS certificate %s\n", options_.name.c_str(), cause.c_str(),
-              options_.tls_cert.c_str());
+  say(cause + ": reloaded TLS certificate " + options_.tls_cert);
+}
+
+void App::add_readiness_check(std::string name,
+                              std::function<goro::Error(const Context&)> check) {
+  options_.server.readiness_checks.push_back({std::move(name), std::move(check)});
+}
+
+void App::say(std::string_view message) const {
+  std::printf("%s: %.*s\n", options_.name.c_str(), static_cast<int>(message.size()),
+              message.data());
   std::fflush(stdout);
 }
 
@@ -118,137 +178,6 @@ void App::log(std::string_view message) const {
   std::fprintf(stderr, "%s: %.*s\n", options_.name.c_str(), static_cast<int>(message.size()),
                message.data());
   std::fflush(stderr);
-}
-
-int App::run(http::Handler handler) {
-  return run(std::function<http::Handler()>([&handler] { return std::move(handler); }));
-}
-
-int App::run(std::function<http::Handler()> make) {
-  if (std::optional<int> exit = parse()) return *exit;
-  // A client that goes away must not end the process with SIGPIPE.
-  std::signal(SIGPIPE, SIG_IGN);
-  return goro::run(
-      [&]() -> int {
-        goro::Chan<int> signals(1);
-        if (std::error_code ec = goro::signal_notify(signals, {SIGINT, SIGTERM})) {
-          log("signals: " + ec.message());
-          return 1;
-        }
-        http::Handler handler;
-        try {
-          handler = make();
-        } catch (const std::exception& e) {
-          log(e.what());
-          return 1;
-        }
-        const bool tls = !options_.tls_cert.empty();
-        std::shared_ptr<net::TlsContext> tls_context;
-        auto [watch_stop, stop_watching] = goro::with_cancel(Context());
-        std::optional<net::Listener> plain;
-        std::optional<net::TlsListener> secure;
-        if (tls) {
-          net::TlsConfig config;
-          config.certificates.push_back({options_.tls_cert, options_.tls_key});
-          // HTTP/2 through ALPN when the server speaks it.
-          if (options_.server.enable_http2) {
-            config.alpn = {"h2", "http/1.1"};
-          } else {
-            config.alpn = {"http/1.1"};
-          }
-          auto ctx = net::TlsContext::server(config);
-          if (!ctx) {
-            log("TLS certificate " + options_.tls_cert + ": " + ctx.error().message());
-            return 1;
-          }
-          auto ln = net::tls_listen("tcp", options_.addr, *ctx);
-          if (!ln) {
-            log("cannot listen on " + options_.addr + ": " + ln.error().message());
-            return 1;
-          }
-          secure.emplace(std::move(*ln));
-          tls_context = *ctx;
-          net::watch_files(tls_context, options_.tls_reload_interval, watch_stop,
-                           [this](const goro::Error& e) { report_reload("change", e); });
-          // SIGHUP reloads the certificate (below), as nginx's reload does.
-          if (std::error_code ec = goro::signal_notify(signals, {SIGHUP})) {
-            log("signals: " + ec.message());
-            return 1;
-          }
-        } else {
-          auto ln = net::listen("tcp", options_.addr);
-          if (!ln) {
-            log("cannot listen on " + options_.addr + ": " + ln.error().message());
-            return 1;
-          }
-          plain.emplace(std::move(*ln));
-        }
-        http::ServerOptions server_options = options_.server;
-        server_options.request_ids |= options_.request_ids || options_.access_log.has_value();
-        if (options_.access_log) {
-          http::AccessLogOptions log_options = *options_.access_log;
-          if (!access_log_file_.empty()) {
-            Result<http::LogSink> file = http::open_log_file(access_log_file_);
-            if (!file) {
-              log("access log " + access_log_file_ + ": " + file.error().message());
-              return 1;
-            }
-            log_options.sink = std::move(*file);
-          }
-          handler = http::chain(std::move(handler), {http::access_log(log_options)});
-          http::ErrorReplyHook own = std::move(server_options.on_error_reply);
-          http::ErrorReplyHook log_replies = http::log_error_replies(log_options);
-          server_options.on_error_reply = [own, log_replies](http::ErrorReply& reply) {
-            if (own) own(reply);
-            log_replies(reply);
-          };
-        }
-        if (options_.trace) handler = http::chain(std::move(handler), {http::trace(*options_.trace)});
-        http::Server server(std::move(server_options), std::move(handler));
-        const net::Addr& bound = tls ? secure->addr() : plain->addr();
-        std::printf("%s: serving %s://%s on %d Ps (goro %s)\n", options_.name.c_str(),
-                    tls ? "https" : "http", bound.to_string().c_str(), goro::maxprocs(),
-                    GORO_VERSION);
-        std::fflush(stdout);
-
-        goro::Chan<std::error_code> served(1);
-        goro::go([&] { served.send(tls ? server.serve(*secure) : server.serve(*plain)); });
-        std::optional<int> sig;
-        std::optional<std::error_code> failed;
-        for (;;) {
-          sig.reset();
-          goro::select(goro::recv_case(signals, sig), goro::recv_case(served, failed));
-          if (!sig || *sig != SIGHUP) break;
-          report_reload("SIGHUP", tls_context->reload());
-        }
-        stop_watching();
-        if (failed) {
-          // The listener broke: nothing more can be accepted.
-          log("serving stopped: " + failed->message());
-          server.shutdown(std::chrono::steady_clock::now() + options_.shutdown_timeout);
-          return 1;
-        }
-        const double grace = std::chrono::duration<double>(options_.shutdown_timeout).count();
-        std::printf("%s: %s: shutting down, %zu connections get up to %g s\n",
-                    options_.name.c_str(), sig && *sig == SIGINT ? "SIGINT" : "SIGTERM",
-                    server.connection_count(), grace);
-        std::fflush(stdout);
-        const std::error_code shut =
-            server.shutdown(std::chrono::steady_clock::now() + options_.shutdown_timeout);
-        served.recv();
-        if (shut) {
-          // The handlers still running had their contexts cancelled and their connections
-          // closed: give them a moment to return (and finish what they log) before main
-          // returns and the runtime abandons them.
-          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-          while (server.connection_count() > 0 && std::chrono::steady_clock::now() < until)
-            goro::sleep(std::chrono::milliseconds(5));
-          log("shutdown: " + shut.message() + " (connections still open were closed)");
-        }
-        goro::signal_stop(signals);
-        return 0;
-      },
-      goro::Config{.maxprocs = options_.maxprocs});
 }
 
 }  // namespace goro

@@ -49,6 +49,8 @@
 # Output: a markdown table on stdout, and loadtest/results/overload-<UTC stamp>/ with it
 # (table.md), results.csv, overload.png (gnuplot) and logs/.
 set -euo pipefail
+# The servers stop on SIGTERM: at once, without goro::App's drain.
+export GORO_DRAIN_DELAY=${GORO_DRAIN_DELAY:-0}
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

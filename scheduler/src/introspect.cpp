@@ -2,9 +2,7 @@
 
 #include <goro/scheduler/detail/introspect.hpp>
 
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -84,17 +82,6 @@ void count_state(G* g, void* arg) {
   }
 }
 }  // namespace
-
-int procs_from_cpu_max(const char* contents) {
-  char quota[32] = {};
-  long period = 0;
-  if (std::sscanf(contents, "%31s %ld", quota, &period) != 2) return 0;
-  if (std::strcmp(quota, "max") == 0 || period <= 0) return 0;
-  char* end = nullptr;
-  long q = std::strtol(quota, &end, 10);
-  if (end == quota || *end != '\0' || q <= 0) return 0;
-  return static_cast<int>((q + period - 1) / period);
-}
 
 }  // namespace goro::detail
 

@@ -4,19 +4,20 @@
 // in the runtime leaves it, those in user code are abandoned, and what the run
 // allocated is released.
 
+#include <goro/scheduler/detail/cgroup.hpp>
 #include <goro/scheduler/detail/introspect.hpp>
 #include <goro/scheduler/runtime.hpp>
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -92,17 +93,23 @@ using namespace detail;
 
 namespace {
 
+// Config::maxprocs, else GORO_MAXPROCS, else the CPUs this process may run on (its
+// affinity mask, as Go's), fewer when its cgroup's CPU limit says so (rounded up).
 int resolve_maxprocs(int configured) {
   if (configured > 0) return configured;
   if (const char* env = std::getenv("GORO_MAXPROCS")) {
     int n = std::atoi(env);
     if (n > 0) return n;
   }
-  std::ifstream f("/sys/fs/cgroup/cpu.max");
-  std::string contents((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (int n = procs_from_cpu_max(contents.c_str()); n > 0) return n;
-  unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? static_cast<int>(n) : 1;
+  int cpus = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (cpus <= 0) cpus = 1;
+  if (std::optional<double> limit = cgroup_cpu_limit()) {
+    cpus = std::min(cpus, procs_from_cpu_limit(*limit));
+  }
+  return cpus;
 }
 
 struct MainClosure {

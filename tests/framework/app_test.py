@@ -38,8 +38,9 @@ def free_port():
 
 
 def start(args=(), env=None):
-    e = dict(os.environ, GORO_MAXPROCS="2")
-    for k in ("GORO_ADDR", "PORT"):
+    # No drain unless a check asks for one: SIGTERM then shuts down at once.
+    e = dict(os.environ, GORO_MAXPROCS="2", GORO_DRAIN_DELAY="0")
+    for k in ("GORO_ADDR", "PORT", "GORO_SHUTDOWN_TIMEOUT"):
         e.pop(k, None)
     e.update(env or {})
     p = subprocess.Popen([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -243,7 +244,73 @@ check(len(entries) == 1 and entries[0].get("trace_id") == trace_id and
       entries[0].get("span_id") not in (None, "", parent),
       f"--trace: the caller's trace id and a span of the server's own: {entries!r}")
 os.unlink(log_path)
+
+# 9. Probes and the drain. /healthz and /readyz are App's, ahead of the handler and its
+# access log; a readiness check of the program's (--ready-file) holds /readyz at 503
+# until it passes, /healthz stays 200.
+ready_file = os.path.join(log_dir, "ready")
+port = free_port()
+p, first = start(["--addr", f"127.0.0.1:{port}", "--ready-file", ready_file,
+                  "--access-log=json", "--access-log-file", log_path],
+                 env={"GORO_DRAIN_DELAY": "1s"})
+check(get(port, "/healthz") == (200, b"ok\n"), "GET /healthz while starting")
+status, body = get(port, "/readyz?verbose")
+check(status == 503 and b"[-]ready-file failed: " + ready_file.encode() + b" does not exist" in body,
+      f"not ready while the check fails: {status} {body!r}")
+open(ready_file, "w").close()
+check(get(port, "/readyz") == (200, b"ok\n"), "ready once the check passes")
+check(get(port, "/hello")[0] == 200, "GET /hello")
+if not tsan:
+    # SIGTERM: readiness off at once, serving on (new connections too) for the drain
+    # delay, then the shutdown, exit 0.
+    began = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    line = p.stdout.readline()
+    check("SIGTERM: draining for 1 s" in line, f"the drain line: {line!r}")
+    status, body = get(port, "/readyz?verbose")
+    check(status == 503 and b"[-]draining failed" in body, f"/readyz while draining: {status} {body!r}")
+    check(get(port, "/hello") == (200, b"hello"), "served while draining")
+    check(get(port, "/healthz")[0] == 200, "alive while draining")
+    out, err = p.communicate(timeout=15)
+    took = time.monotonic() - began
+    check(p.returncode == 0, f"exit code after the drain: {p.returncode} ({err!r})")
+    check(1.0 <= took < 4, f"SIGTERM to exit took {took:.2f} s with a 1 s drain")
+    check("SIGTERM: shutting down" in out, f"shutdown after the drain: {out!r}")
+    # The probes leave no access log line; the two GET /hello do.
+    logged = [json.loads(line)["path"] for line in open(log_path).read().splitlines()]
+    check(logged == ["/hello", "/hello"], f"the access log holds the probes: {logged!r}")
+
+    # A second SIGTERM cuts the drain short; SIGINT skips it.
+    for signals, words in (((signal.SIGTERM, signal.SIGTERM), "drain cut short"),
+                           ((signal.SIGINT,), "SIGINT: shutting down")):
+        port = free_port()
+        p, first = start(["--addr", f"127.0.0.1:{port}"], env={"GORO_DRAIN_DELAY": "30s"})
+        began = time.monotonic()
+        for sig in signals:
+            p.send_signal(sig)
+            time.sleep(0.3)
+        out, err = p.communicate(timeout=15)
+        took = time.monotonic() - began
+        check(p.returncode == 0 and words in out and took < 5,
+              f"{signals}: exit {p.returncode} after {took:.2f} s: {out!r}")
+else:
+    p.kill()
+    p.communicate()
+os.unlink(log_path)
+os.unlink(ready_file)
 os.rmdir(log_dir)
+
+# 10. The drain delay and the shutdown timeout from the environment: a value that does
+# not parse is named, exit 2; --help shows the flags.
+for var in ("GORO_DRAIN_DELAY", "GORO_SHUTDOWN_TIMEOUT"):
+    p = subprocess.run([binary], capture_output=True, text=True, timeout=10,
+                       env=dict(os.environ, **{var: "soon"}))
+    check(p.returncode == 2 and f"{var}='soon': takes a duration" in p.stderr,
+          f"{var}=soon: {p.returncode} {p.stderr!r}")
+p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10,
+                   env=dict(os.environ, GORO_DRAIN_DELAY="7s"))
+for words in ("--drain-delay duration", "(default 7s)", "--upgrade-timeout", "--pid-file FILE"):
+    check(words in p.stdout, f"--help shows {words!r}: {p.stdout!r}")
 
 if failures:
     print(f"{len(failures)} failure(s)", file=sys.stderr)

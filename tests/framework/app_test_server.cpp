@@ -1,6 +1,7 @@
-// The service app_test.py drives: goro::App around three routes, and two flags of its
-// own: --greeting (what /hello says) and --max-body BYTES (read before the options are
-// final: it sets the server's body limit).
+// The service app_test.py drives: goro::App around three routes, and three flags of its
+// own: --greeting (what /hello says), --max-body BYTES (read before the options are
+// final: it sets the server's body limit) and --ready-file PATH (a readiness check that
+// holds while PATH exists).
 //   GET /hello        "hello", or --greeting; POST reads the body first
 //   GET /slow?ms=N    sleeps N ms under the request's context, then "slept"; if the
 //                     context ends first, prints "slow: <error>" on stdout
@@ -14,6 +15,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <unistd.h>
+
 namespace http = goro::http;
 
 int main(int argc, char** argv) {
@@ -21,7 +24,16 @@ int main(int argc, char** argv) {
   const std::string& greeting = app.flags().add("greeting", "hello", "what /hello answers");
   const std::int64_t& max_body =
       app.flags().add("max-body", std::int64_t{1} << 20, "the largest request body, in `BYTES`");
+  const std::string& ready_file =
+      app.flags().add("ready-file", "", "ready (/readyz) only while `PATH` exists");
   if (std::optional<int> exit = app.parse()) return *exit;
+  if (!ready_file.empty()) {
+    app.add_readiness_check("ready-file", [&ready_file](const goro::Context&) -> goro::Error {
+      if (::access(ready_file.c_str(), F_OK) == 0) return {};
+      return goro::Error(std::make_error_code(std::errc::no_such_file_or_directory),
+                         ready_file + " does not exist");
+    });
+  }
   if (!app.args().empty()) {
     std::fprintf(stderr, "app-test: unexpected argument %s\n", app.args()[0].c_str());
     return 2;

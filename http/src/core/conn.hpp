@@ -90,9 +90,21 @@ class Connection final : public goro::Pooled {
   const net::TlsConnectionState* tls_state() const noexcept;
 
   // --- idle state, which shutdown reads (see core/server.cpp) ---
-  // Sets the flag; false when the server is closing: the caller ends the connection.
-  bool set_idle(bool idle);
+  void set_idle(bool idle) noexcept { idle_.store(idle, std::memory_order_seq_cst); }
+  // The first bytes of a request came: no longer idle. False when a shutdown under way
+  // may have closed this connection while it was idle (no grace, or it had been parked:
+  // resumed), so that the request, whose answer could not be written, is not served.
+  bool set_busy(bool resumed) noexcept;
   bool idle() const noexcept { return idle_.load(std::memory_order_seq_cst); }
+  // Whether the server's shutdown has begun (seq_cst: read after set_idle or parking).
+  bool closing() const noexcept;
+  // Sets the read deadline of a wait for the next request: d, or the end of shutdown's
+  // grace for idle connections when a shutdown is under way and that comes first. A
+  // shutdown that begins later shortens the wait itself (Server::shutdown).
+  void set_idle_deadline(net::Deadline d);
+  // Whether the connection waits with no goroutine (park_until_readable); shutdown
+  // closes such a connection at once.
+  bool parked() const noexcept { return parked_.load(std::memory_order_seq_cst); }
   // The engine serving now (nullptr: none yet, or parked); under Server::Impl::mu.
   void set_engine(Engine* engine);
   // Shutdown: an idle connection's stream is closed, a busy one's engine told. Under
@@ -108,7 +120,8 @@ class Connection final : public goro::Pooled {
   // passes or shutdown closes it; resume serves on and, like a protocol's serve, leaves
   // its reference empty if it parks again. False, with self kept, when the connection may
   // not park or the stream cannot wait that way (TLS; bytes may be waiting already): the
-  // caller reads as usual.
+  // caller reads as usual; and when a shutdown is under way (closing()): the caller ends
+  // the connection.
   static bool park_until_readable(ConnRef& self, void (*resume)(ConnRef& self));
 
   // --- the request being served (HTTP/1.1: one at a time) ---
@@ -146,6 +159,7 @@ class Connection final : public goro::Pooled {
   std::unique_ptr<net::Stream> stream_;
   std::string remote_;
   std::atomic<bool> idle_{true};  // see set_idle
+  std::atomic<bool> parked_{false};  // see parked
   const bool tls_;
   const bool may_park_;
   bool peer_gone_ = false;

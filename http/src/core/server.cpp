@@ -19,15 +19,19 @@
 // Idle or active. A connection alternates between two states, which graceful shutdown
 // reads:
 //   idle    waiting for the first byte of a request (the first one, or the next one on a
-//           keep-alive connection); shutdown closes such a connection at once;
+//           keep-alive connection); shutdown closes such a connection at once if it waits
+//           with no goroutine (parked: idle for a while), else cuts its wait to
+//           ServerOptions::shutdown_idle_grace: a client in a request loop may have sent
+//           its next request already, which is then served with "Connection: close";
 //   active  reading a head, running the handler, writing and draining; shutdown lets it
 //           finish (HTTP/1.1 says "Connection: close", HTTP/2 sends GOAWAY through
 //           begin_shutdown), and then it ends.
-// The state is a flag the connection stores before it reads Server::Impl::closing, and
-// shutdown stores closing before it reads the flags (all seq_cst, so at least one side
-// sees the other): a connection that turns idle while a shutdown is under way ends
-// instead, so no connection is left waiting after shutdown has looked at it. No lock:
-// this happens twice a request.
+// The state is a flag the connection stores before it reads Server::Impl::closing
+// (set_idle_deadline, park_until_readable), and shutdown stores closing before it reads
+// the flags (all seq_cst, so at least one side sees the other): a connection that turns
+// idle or parks while a shutdown is under way bounds its wait by the grace or ends, so no
+// connection is left waiting after shutdown has looked at it. No lock: this happens
+// twice a request.
 //
 // Waiting with no goroutine. An HTTP/1.1 connection idle for a second gives back its
 // exchange and parks: park_until_readable arms the stream's readable wake-up
@@ -68,11 +72,21 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_shared<
   impl_->handler = std::move(handler);
   std::tie(impl_->shutdown_started, impl_->cancel_shutdown_started) =
       goro::with_cancel(goro::background());
+  std::tie(impl_->drain_started, impl_->cancel_drain_started) =
+      goro::with_cancel(goro::background());
   std::tie(impl_->base, impl_->cancel_base) = goro::with_cancel(goro::with_value(
-      impl_->options.base_context, detail::shutdown_key, impl_->shutdown_started));
+      goro::with_value(impl_->options.base_context, detail::shutdown_key,
+                       impl_->shutdown_started),
+      detail::drain_key, impl_->drain_started));
 }
 
 Context Server::shutdown_context() const { return impl_->shutdown_started; }
+Context Server::drain_context() const { return impl_->drain_started; }
+
+void Server::drain() {
+  impl_->draining.store(true, std::memory_order_relaxed);
+  impl_->cancel_drain_started();
+}
 
 Server::~Server() = default;
 
@@ -161,18 +175,29 @@ void Server::serve_conn(std::unique_ptr<net::TlsConn> stream) {
 
 std::error_code Server::shutdown(std::chrono::steady_clock::time_point deadline) {
   goro::Chan<int> drained;
+  drain();
   impl_->cancel_shutdown_started();
   {
     std::lock_guard lock(impl_->mu);
+    const std::chrono::nanoseconds grace = impl_->options.shutdown_idle_grace;
+    const auto grace_end = std::chrono::steady_clock::now() + grace;
+    impl_->idle_grace_end.store(grace_end, std::memory_order_relaxed);
     impl_->shutting_down = true;
     impl_->closing.store(true, std::memory_order_seq_cst);
     for (net::Listener* l : impl_->listeners) l->close();
     impl_->room.broadcast();
-    impl_->conns.for_each([](detail::Connection* c) {
-      if (c->idle()) {
+    // An idle connection with its goroutine may have a request on the way: its wait is
+    // cut to the grace, and a request that comes meanwhile is served with "Connection:
+    // close". One with no goroutine has been idle a while: it closes now. (Either side
+    // of the seq_cst closing/parked_ pair sees the other: a connection parking now sees
+    // closing and ends.)
+    impl_->conns.for_each([&](detail::Connection* c) {
+      if (!c->idle()) {
+        c->begin_shutdown();
+      } else if (grace.count() <= 0 || c->parked()) {
         c->close_stream();
       } else {
-        c->begin_shutdown();
+        c->stream().set_read_deadline(grace_end);
       }
     });
     if (impl_->conns.empty()) return {};
@@ -196,6 +221,13 @@ Context shutdown_context(Request& req) {
   const Context* started = req.context().value(detail::shutdown_key);
   return started != nullptr ? *started : Context();
 }
+
+Context drain_context(Request& req) {
+  const Context* started = req.context().value(detail::drain_key);
+  return started != nullptr ? *started : Context();
+}
+
+Readiness Server::readiness(const Context& ctx) const { return detail::readiness(*impl_, ctx); }
 
 std::size_t Server::connection_count() const {
   return impl_->conn_count.load(std::memory_order_relaxed);
@@ -226,6 +258,32 @@ std::error_code listen_and_serve_tls(std::string_view address, std::string_view 
 namespace goro::http::detail {
 
 const goro::ContextKey<Context> shutdown_key{"goro.http.shutdown"};
+const goro::ContextKey<Context> drain_key{"goro.http.drain"};
+
+Readiness readiness(const Server::Impl& server, const Context& ctx) {
+  Readiness r;
+  bool accepting;
+  {
+    std::lock_guard lock(server.mu);
+    // Serving: an accept loop runs, or a connection given to serve_conn is open.
+    accepting = (!server.listeners.empty() || !server.conns.empty()) && !server.shutting_down;
+  }
+  const bool draining = server.draining.load(std::memory_order_relaxed);
+  r.ready = accepting && !draining;
+  r.lines.push_back(accepting ? "[+]serving ok" : "[-]serving failed: not accepting connections");
+  r.lines.push_back(draining ? "[-]draining failed: the server is shutting down"
+                             : "[+]draining ok");
+  for (const ReadinessCheck& c : server.options.readiness_checks) {
+    goro::Error e = c.check ? c.check(ctx) : goro::Error();
+    if (e) {
+      r.ready = false;
+      r.lines.push_back("[-]" + c.name + " failed: " + e.what());
+    } else {
+      r.lines.push_back("[+]" + c.name + " ok");
+    }
+  }
+  return r;
+}
 
 namespace {
 
@@ -374,9 +432,21 @@ void Connection::serve(ConnRef self) {
   if (self) self->done_serving();
 }
 
-bool Connection::set_idle(bool idle) {
-  idle_.store(idle, std::memory_order_seq_cst);
-  return !server_->closing.load(std::memory_order_seq_cst);
+bool Connection::closing() const noexcept {
+  return server_->closing.load(std::memory_order_seq_cst);
+}
+
+bool Connection::set_busy(bool resumed) noexcept {
+  set_idle(false);
+  if (!closing()) return true;
+  return server_->options.shutdown_idle_grace.count() > 0 && !resumed;
+}
+
+void Connection::set_idle_deadline(net::Deadline d) {
+  stream_->set_read_deadline(d);
+  if (!closing()) return;
+  const net::Deadline grace_end = server_->idle_grace_end.load(std::memory_order_relaxed);
+  if (d == net::no_deadline || grace_end < d) stream_->set_read_deadline(grace_end);
 }
 
 void Connection::set_engine(Engine* engine) {
@@ -388,6 +458,12 @@ void Connection::set_engine(Engine* engine) {
 bool Connection::park_until_readable(ConnRef& self, void (*resume)(ConnRef& self)) {
   Connection& c = *self;
   if (!c.may_park_) return false;
+  // Against Server::shutdown: it sets closing, then reads parked_.
+  c.parked_.store(true, std::memory_order_seq_cst);
+  if (c.closing()) {
+    c.parked_.store(false, std::memory_order_relaxed);
+    return false;
+  }
   c.resume_ = resume;
   Connection* arg = self.release();
   if (c.stream_->start_on(net::Wake::readable, {&Connection::resumed, arg,
@@ -395,11 +471,13 @@ bool Connection::park_until_readable(ConnRef& self, void (*resume)(ConnRef& self
     return true;
   }
   self = ConnRef::adopt(arg);
+  c.parked_.store(false, std::memory_order_seq_cst);
   return false;
 }
 
 void Connection::resumed(void* arg) {
   ConnRef self = ConnRef::adopt(static_cast<Connection*>(arg));
+  self->parked_.store(false, std::memory_order_seq_cst);
   self->resume_(self);
   if (self) self->done_serving();
 }

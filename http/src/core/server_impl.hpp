@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -49,16 +50,25 @@ struct Server::Impl {
   CancelFunc cancel_base;
   Context shutdown_started;
   CancelFunc cancel_shutdown_started;
+  // Cancelled by drain(), or by shutdown() if it comes first; draining says so without
+  // the context (relaxed: readiness reads it, ordered with nothing else).
+  Context drain_started;
+  CancelFunc cancel_drain_started;
+  std::atomic<bool> draining{false};
 
-  goro::Mutex mu;  // guards the fields below, and each Connection's engine pointer
+  mutable goro::Mutex mu;  // guards the fields below, and each Connection's engine pointer
   detail::ConnList conns;
   // conns.size(), written under mu, read without it (connection_count(), callable from
   // any thread, where mu, a goro::Mutex, could not be waited for).
   std::atomic<std::size_t> conn_count{0};
   std::unordered_set<net::Listener*> listeners;
   bool shutting_down = false;
-  // shutting_down, readable without mu; seq_cst against Connection::idle_ (set_idle).
+  // shutting_down, readable without mu; seq_cst against Connection::idle_ (set_idle)
+  // and Connection::parked_.
   std::atomic<bool> closing{false};
+  // Until when idle connections with a goroutine may wait for one more request once
+  // closing is set (ServerOptions::shutdown_idle_grace); written before closing.
+  std::atomic<std::chrono::steady_clock::time_point> idle_grace_end{};
   std::optional<goro::Chan<int>> drained;  // closed when the last connection ends
   // Signalled when a connection ends below options.max_connections, and at shutdown:
   // where the accept loops wait at the limit.
@@ -75,8 +85,12 @@ struct Server::Impl {
 
 namespace detail {
 
-// Where a request's context finds its server's shutdown_context().
+// Where a request's context finds its server's shutdown_context() and drain_context().
 extern const goro::ContextKey<Context> shutdown_key;
+extern const goro::ContextKey<Context> drain_key;
+
+// Server::readiness.
+Readiness readiness(const Server::Impl& server, const Context& ctx);
 
 // server_stats()'s counters, in shards so that connections on different cores do not
 // write one cache line: a thread takes a shard on first use, round robin. Relaxed: each

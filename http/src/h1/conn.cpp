@@ -204,7 +204,7 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
   const std::chrono::steady_clock::time_point seen_before =
       waiting_idle ? stream_.readable_at() : std::chrono::steady_clock::time_point();
   std::chrono::steady_clock::time_point arrived{};
-  if (waiting_idle && !conn_.set_idle(true)) return Head::ended;
+  if (waiting_idle) conn_.set_idle(true);
   // Set before the first read: a pipelined head that is already buffered needs none.
   bool deadline_set = resumed;
   // The head's deadline, counted from its first byte after an idle wait: given to the
@@ -225,7 +225,10 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     if (!deadline_set && waiting_idle && !first) {
       const std::chrono::nanoseconds idle = options_.idle_timeout;
       idle_wait = idle.count() <= 0 || idle > kIdleRelease;
-      set_read_deadline(deadline_in(idle_wait ? kIdleRelease : idle));
+      conn_.set_idle_deadline(deadline_in(idle_wait ? kIdleRelease : idle));
+      deadline_set = true;
+    } else if (!deadline_set && waiting_idle) {
+      conn_.set_idle_deadline(deadline_in(options_.read_header_timeout));
       deadline_set = true;
     } else if (!deadline_set) {
       set_read_deadline(deadline_in(options_.read_header_timeout));
@@ -237,6 +240,8 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     std::span<char> space = parser_.read_space();
     Result<std::size_t> n = stream_.read(space.data(), space.size());
     if (!n) {
+      // A shutdown cut the wait (or the grace had passed): the connection ends.
+      if (waiting_idle && conn_.closing()) return Head::ended;
       if (idle_wait && net::is_timeout(n.error())) {
         // The rest of the idle timeout, counted from the start of the wait.
         const std::chrono::nanoseconds idle = options_.idle_timeout;
@@ -254,19 +259,20 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     conn_.count_in(*n);
     if (waiting_idle) {
       // The first byte of a request: from now on the head has read_header_timeout. A
-      // shutdown that began meanwhile found this connection idle and closed it: its
-      // answer could not be written, so the request is not served (the client sees the
-      // connection close without an answer, as when it lost the race to an idle close).
+      // shutdown that began meanwhile lets the request be served, with "Connection:
+      // close" (reusable()), unless it may have closed the connection (set_busy): then
+      // the client sees it close without an answer, as when it lost the race to an idle
+      // close, and no handler does work whose answer cannot be written.
       waiting_idle = false;
       if (const auto seen = stream_.readable_at(); resumed || seen != seen_before) arrived = seen;
-      if (!conn_.set_idle(false)) return Head::ended;
+      if (!conn_.set_busy(resumed)) return Head::ended;
       if (!first) {
         head_deadline = deadline_in(options_.read_header_timeout);
         head_deadline_due = true;
       }
     }
   }
-  if (waiting_idle && !conn_.set_idle(false)) return Head::ended;
+  if (waiting_idle && !conn_.set_busy(resumed)) return Head::ended;
   request_.set_received_at(arrived);
   return Head::ready;
 }
@@ -316,14 +322,15 @@ void Exchange::serve_request() {
     stream_.close();
     return;
   }
-  // An abandoned response ends with the connection: the client learns it was cut.
+  // An abandoned response ends with the connection: the client learns it was cut. A
+  // response that said keep-alive before a shutdown began is followed by an idle wait
+  // cut to the shutdown's grace (read_head): the client may be sending its next request.
   bool keep = keep_alive_ && !close_after_ && ran != Ran::abandoned;
   if (keep && !parser_.message_complete()) {
     // A client that asked for 100-continue and got none may or may not send the body:
     // the connection's framing is unknown, so it ends.
     keep = !(parser_.expect_continue() && !continue_sent_) && drain();
   }
-  keep = keep && !conn_.server().closing.load(std::memory_order_acquire);
   keep_going_ = keep;
   if (!keep) linger_close();
 }
@@ -720,13 +727,13 @@ void run(ConnRef& self, std::unique_ptr<Exchange> x, bool first, bool resumed) {
     x->release_buffer();  // its page back to the kernel, not to the pool's cache
     x.reset();
     goro::return_freed_memory_soon();
-    if (Connection::park_until_readable(self, &resume)) return;
+    if (Connection::park_until_readable(self, &resume) || c.closing()) return;
     goro::release_unused_stack();
     char byte;
     Result<std::size_t> n = c.stream().read(&byte, 1);
     if (!n || *n == 0) return;
     c.count_in(1);
-    if (!c.set_idle(false)) return;
+    if (!c.set_busy(false)) return;
     x = std::make_unique<Exchange>(c);
     x->feed(std::string_view(&byte, 1));
     first = resumed = false;
@@ -744,7 +751,7 @@ void serve(ConnRef& self, std::string_view early) {
   auto x = std::make_unique<Exchange>(c);
   x->feed(early);
   // Bytes read while the protocol was chosen start a request: not idle any more.
-  if (!early.empty() && !c.set_idle(false)) return;
+  if (!early.empty() && !c.set_busy(false)) return;
   run(self, std::move(x), true, false);
 }
 

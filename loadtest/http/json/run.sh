@@ -21,6 +21,8 @@
 # when it has no CMakeCache.txt yet; otherwise built as it is configured), JOBS=2,
 # TASKSET=1 (0: no pinning).
 set -euo pipefail
+# The servers stop on SIGTERM: at once, without goro::App's drain.
+export GORO_DRAIN_DELAY=${GORO_DRAIN_DELAY:-0}
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"

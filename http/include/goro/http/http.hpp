@@ -16,6 +16,7 @@
 #include <goro/http/metrics.hpp>
 #include <goro/http/middleware.hpp>
 #include <goro/http/overload.hpp>
+#include <goro/http/probes.hpp>
 #include <goro/http/request.hpp>
 #include <goro/http/response.hpp>
 #include <goro/http/router.hpp>

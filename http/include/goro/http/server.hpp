@@ -27,8 +27,12 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
+
+#include <goro/base/error.hpp>
 
 #include <goro/http/error_reply.hpp>
 #include <goro/http/headers.hpp>
@@ -60,6 +64,16 @@ struct ErrorReply {
   Headers headers{};
 };
 using ErrorReplyHook = std::function<void(ErrorReply&)>;
+
+// A condition the server must meet to take traffic, beside its own (accepting, not
+// draining): a database reachable, a cache warmed. check returns an empty Error while it
+// holds, else why not; it runs on the goroutine of each readiness probe, under the
+// probe's request context, so it may block briefly (a ping) but should answer well
+// inside the probe's timeout.
+struct ReadinessCheck {
+  std::string name;
+  std::function<goro::Error(const Context& ctx)> check;
+};
 
 // Limits and timeouts; the defaults are safe for a server facing the Internet.
 struct ServerOptions {
@@ -130,6 +144,25 @@ struct ServerOptions {
   // The parent of every request's context (Go's BaseContext): values put there (a
   // logger, a database handle) reach every handler, and cancelling it cancels them all.
   Context base_context{};
+
+  // What readiness() (and /readyz, readiness_handler()) asks beside the server's own
+  // state, in order.
+  std::vector<ReadinessCheck> readiness_checks{};
+  // How long shutdown() gives an idle HTTP/1.1 connection that still has its goroutine
+  // (idle under 400 ms: a load balancer's pooled connection, a client in a request loop)
+  // for one more request, answered with "Connection: close", before closing it. Such a
+  // client may have sent that request already: closing under it would cut it, and the
+  // client could not tell whether it was served. Connections idle longer close at once.
+  // Zero: every idle connection closes at once (Go's Shutdown).
+  std::chrono::nanoseconds shutdown_idle_grace = std::chrono::milliseconds(500);
+};
+
+// What readiness() found.
+struct Readiness {
+  bool ready = false;
+  // One line per condition, in Kubernetes' /readyz?verbose format: "[+]serving ok",
+  // "[-]draining failed: the server is shutting down", "[-]db failed: <why>".
+  std::vector<std::string> lines;
 };
 
 class Server {
@@ -154,14 +187,34 @@ class Server {
   void serve_conn(std::unique_ptr<net::Stream> stream);
   void serve_conn(std::unique_ptr<net::TlsConn> stream);
 
-  // Graceful shutdown: stops accepting, closes idle connections, lets requests in
-  // flight finish (their responses carry "Connection: close"), and at the deadline
-  // closes the connections still open. Returns once every connection is gone ({}), or at
-  // the deadline (errc::shutdown_timeout). Blocks (parks).
+  // Graceful shutdown: readiness turns false (as drain() does, if it was not called),
+  // stops accepting, closes idle connections (those busy a moment ago after
+  // shutdown_idle_grace), lets requests in flight finish (their responses carry
+  // "Connection: close"; HTTP/2 connections get GOAWAY), and at the deadline closes the
+  // connections still open. Returns once every connection is gone ({}), or at the
+  // deadline (errc::shutdown_timeout). Blocks (parks).
   std::error_code shutdown(std::chrono::steady_clock::time_point deadline);
 
   // Connections currently open. Callable from any thread.
   std::size_t connection_count() const;
+
+  // Readiness, what a load balancer's or Kubernetes' readiness probe asks (/readyz): ready
+  // while it serves (an accept loop of serve() runs, or a connection of serve_conn is
+  // open), drain() and shutdown() have not been called, and every
+  // ServerOptions::readiness_checks holds (each is run, in order; ctx is theirs).
+  // Blocks while a check does. Call it from a goroutine.
+  Readiness readiness(const Context& ctx = Context()) const;
+
+  // The first step of a shutdown behind a load balancer: readiness turns false for good
+  // and drain_context() is cancelled, while the server goes on accepting and serving as
+  // before. After the time the load balancer takes to notice (its probe interval times
+  // its failure threshold; Kubernetes: the endpoints' propagation), shutdown() finds no
+  // new traffic coming. Does not block; calling it again does nothing.
+  void drain();
+  // Cancelled by drain(), or by shutdown() if it comes first: for what should stop
+  // attracting work while requests are still served (a gRPC health service turning
+  // NOT_SERVING, a registration in a service directory).
+  Context drain_context() const;
 
   // Cancelled as soon as shutdown() begins. A long-lived handler (a stream of events, a
   // long poll) watches it beside its request's context and ends early, instead of
@@ -194,6 +247,9 @@ ServerStats server_stats();
 // The shutdown_context() of the server that serves req; background() for a request
 // that no Server made.
 Context shutdown_context(Request& req);
+// The drain_context() of the server that serves req; background() for a request that no
+// Server made.
+Context drain_context(Request& req);
 
 // Listens on address ("host:port") and serves handler with default options. Blocks
 // until the listener fails; returns that error.

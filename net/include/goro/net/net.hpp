@@ -1,6 +1,7 @@
 // goro::net — sockets on the goro runtime: everything in one include.
 #pragma once
 
+#include <goro/net/activation.hpp>
 #include <goro/net/addr.hpp>
 #include <goro/net/conn.hpp>
 #include <goro/net/dial.hpp>

@@ -28,8 +28,9 @@ namespace goro {
 
 // How the runtime is set up. Every field has a safe default.
 struct Config {
-  // Number of Ps (processors). 0: GORO_MAXPROCS from the environment, else the
-  // cgroup v2 cpu.max quota rounded up, else the number of online cores.
+  // Number of Ps (processors). 0: GORO_MAXPROCS from the environment, else the CPUs of
+  // the process's affinity mask, lowered to its cgroup's CPU limit (v1 or v2, the
+  // tightest of its cgroup and those above it, rounded up, at least 1).
   int maxprocs = 0;
   // Virtual size of a goroutine stack when go() is not given one. Stacks are
   // committed lazily: a G costs the pages it touched.

@@ -31,8 +31,4 @@ std::uint64_t sysmon_wakeups();  // times sysmon woke up since run() started
 std::uint64_t handoffs();        // Ps handed off (syscall retake, preemption, blocking_long)
 std::uint64_t preemptions();     // Ps taken from a goroutine by the preemption signal
 
-// GOMAXPROCS from the contents of a cgroup v2 cpu.max file ("max 100000" or
-// "<quota> <period>"): the quota rounded up to whole CPUs, or 0 when unlimited/invalid.
-int procs_from_cpu_max(const char* contents);
-
 }  // namespace goro::detail
