@@ -76,6 +76,10 @@ std::string content_decoding(std::string_view input);
 // request evaluation (http/src/files/conditional.hpp).
 std::string http_conditional(std::string_view input);
 
+// /proc/self/cgroup, /proc/self/mountinfo and CPU limit files, split on NUL bytes,
+// through the readers that size the runtime (scheduler/detail/cgroup.hpp).
+std::string cgroup(std::string_view input);
+
 struct Target {
   const char* name;  // also the corpus folder, fuzz/corpus/<name>/
   std::string (*run)(std::string_view input);
@@ -98,6 +102,7 @@ inline constexpr Target targets[] = {
     {"cookie", cookie},
     {"content_decoding", content_decoding},
     {"http_conditional", http_conditional},
+    {"cgroup", cgroup},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
 #endif

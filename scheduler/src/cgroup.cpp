@@ -12,6 +12,7 @@
 // the processes below it too. Go 1.25 reads the process's own cgroup only.
 #include <goro/scheduler/detail/cgroup.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -63,98 +64,112 @@ std::optional<std::string> read_file(const std::string& path) {
   return all.str();
 }
 
+// A decimal integer, as the kernel writes one (a trailing newline allowed); nullopt for
+// anything else, a number too large for long long included.
 std::optional<long long> parse_integer(std::string_view s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
-  if (s.empty()) return std::nullopt;
-  std::size_t i = s.front() == '-' ? 1 : 0;
-  if (i == s.size() || s.find_first_not_of("0123456789", i) != std::string_view::npos) return std::nullopt;
-  return std::stoll(std::string(s));
+  long long n = 0;
+  const char* end = s.data() + s.size();
+  const auto [at, ec] = std::from_chars(s.data(), end, n);
+  if (s.empty() || ec != std::errc() || at != end) return std::nullopt;
+  return n;
 }
 
-enum class Version { v1, v2 };
-
-// The limit set in one cgroup's directory, if any.
-std::optional<double> limit_in(const std::string& dir, Version v) {
-  if (v == Version::v2) {
-    std::optional<std::string> max = read_file(dir + "/cpu.max");
-    if (!max) return std::nullopt;
-    std::vector<std::string_view> f = split(*max, ' ');
-    if (f.size() != 2 || f[0] == "max") return std::nullopt;
-    std::optional<long long> quota = parse_integer(f[0]);
-    std::optional<long long> period = parse_integer(f[1]);
-    if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
-    return static_cast<double>(*quota) / static_cast<double>(*period);
-  }
-  std::optional<std::string> q = read_file(dir + "/cpu.cfs_quota_us");
-  std::optional<std::string> p = read_file(dir + "/cpu.cfs_period_us");
-  if (!q || !p) return std::nullopt;
-  std::optional<long long> quota = parse_integer(*q);  // -1: no limit
-  std::optional<long long> period = parse_integer(*p);
+std::optional<double> ratio(std::optional<long long> quota, std::optional<long long> period) {
   if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
   return static_cast<double>(*quota) / static_cast<double>(*period);
 }
 
+// The limit set in one cgroup's directory, if any.
+std::optional<double> limit_in(const std::string& dir, bool v2) {
+  if (v2) {
+    std::optional<std::string> max = read_file(dir + "/cpu.max");
+    return max ? parse_cpu_max(*max) : std::nullopt;
+  }
+  std::optional<std::string> q = read_file(dir + "/cpu.cfs_quota_us");
+  std::optional<std::string> p = read_file(dir + "/cpu.cfs_period_us");
+  return q && p ? parse_cfs_limit(*q, *p) : std::nullopt;
+}
+
 }  // namespace
 
-std::optional<double> cgroup_cpu_limit(const std::string& root) {
-  std::optional<std::string> cgroups = read_file(root + "/proc/self/cgroup");
-  if (!cgroups) return std::nullopt;
-  std::optional<Version> version;
+std::optional<double> parse_cpu_max(std::string_view cpu_max) {
+  std::vector<std::string_view> f = split(cpu_max, ' ');
+  if (f.size() != 2 || f[0] == "max") return std::nullopt;
+  return ratio(parse_integer(f[0]), parse_integer(f[1]));
+}
+
+std::optional<double> parse_cfs_limit(std::string_view quota, std::string_view period) {
+  return ratio(parse_integer(quota), parse_integer(period));
+}
+
+std::optional<CpuCgroup> find_cpu_cgroup(std::string_view proc_self_cgroup,
+                                         std::string_view mountinfo) {
+  std::optional<bool> v2;
   std::string path;
-  for (std::string_view line : split(*cgroups, '\n')) {
+  for (std::string_view line : split(proc_self_cgroup, '\n')) {
     std::vector<std::string_view> f = split(line, ':');
     if (f.size() < 3) continue;
     // The path may itself hold colons: it is everything after the second one.
     const std::string_view p = line.substr(f[0].size() + f[1].size() + 2);
     if (f[0] == "0" && f[1].empty()) {
-      if (!version) {
-        version = Version::v2;
+      if (!v2) {
+        v2 = true;
         path = p;
       }
     } else if (has_item(f[1], "cpu")) {
-      version = Version::v1;
+      v2 = false;
       path = p;
       break;
     }
   }
-  if (!version) return std::nullopt;
-  std::optional<std::string> mounts = read_file(root + "/proc/self/mountinfo");
-  if (!mounts) return std::nullopt;
-  std::string mount_root, mount_point;
-  bool found = false;
-  for (std::string_view line : split(*mounts, '\n')) {
+  if (!v2) return std::nullopt;
+  std::string mount_root;
+  CpuCgroup found{.v2 = *v2};
+  bool mounted = false;
+  for (std::string_view line : split(mountinfo, '\n')) {
     const std::size_t dash = line.find(" - ");
     if (dash == std::string_view::npos) continue;
     std::vector<std::string_view> before = split(line.substr(0, dash), ' ');
     std::vector<std::string_view> after = split(line.substr(dash + 3), ' ');
     if (before.size() < 5 || after.size() < 3) continue;
-    const bool match = *version == Version::v2
-                           ? after[0] == "cgroup2"
+    const bool match = *v2 ? after[0] == "cgroup2"
                            : after[0] == "cgroup" && has_item(after[2], "cpu");
     if (!match) continue;
     mount_root = unescape(before[3]);
-    mount_point = unescape(before[4]);
-    found = true;
+    found.mount_point = unescape(before[4]);
+    mounted = true;
     break;
   }
-  if (!found) return std::nullopt;
+  if (!mounted) return std::nullopt;
   // The process's cgroup relative to the mount's root; outside it (it should not be),
   // the mount's own root stands for it.
-  std::string relative;
   if (mount_root == "/") {
-    relative = path == "/" ? "" : path;
+    found.relative = path == "/" ? "" : path;
   } else if (path.starts_with(mount_root) &&
              (path.size() == mount_root.size() || path[mount_root.size()] == '/')) {
-    relative = path.substr(mount_root.size());
+    found.relative = path.substr(mount_root.size());
   }
+  // A path the kernel would not write (relative, or with a trailing '/') stands for the
+  // mount's root too: every level walked below must be a directory under the mount.
+  if (!found.relative.empty() && (found.relative.front() != '/' || found.relative.back() == '/'))
+    found.relative.clear();
+  return found;
+}
+
+std::optional<double> cgroup_cpu_limit(const std::string& root) {
+  std::optional<std::string> cgroups = read_file(root + "/proc/self/cgroup");
+  std::optional<std::string> mounts = read_file(root + "/proc/self/mountinfo");
+  if (!cgroups || !mounts) return std::nullopt;
+  std::optional<CpuCgroup> cgroup = find_cpu_cgroup(*cgroups, *mounts);
+  if (!cgroup) return std::nullopt;
   std::optional<double> tightest;
-  for (std::string dir = relative;;) {
-    if (std::optional<double> l = limit_in(root + mount_point + dir, *version)) {
+  for (std::string dir = cgroup->relative;;) {
+    if (std::optional<double> l = limit_in(root + cgroup->mount_point + dir, cgroup->v2)) {
       if (!tightest || *l < *tightest) tightest = l;
     }
     if (dir.empty()) break;
-    const std::size_t slash = dir.rfind('/');
-    dir = dir.substr(0, slash == std::string::npos ? 0 : slash);
+    dir.resize(dir.rfind('/'));
   }
   return tightest;
 }
