@@ -16,6 +16,7 @@
 #include <goro/http/response_controller.hpp>
 #include <goro/http/status.hpp>
 
+#include "access.hpp"
 #include "compress/codec.hpp"
 
 namespace goro::http {
@@ -173,7 +174,7 @@ class CompressWriter final : public ResponseWriter,
         std::from_chars(declared.data(), declared.data() + declared.size(), length).ec == std::errc{};
     const std::size_t min = settings_.options.min_size;
     if (!has_length && moment == Moment::write && held_.size() < min) return false;
-    add_vary(h);
+    detail::add_vary(h, "Accept-Encoding");
     const bool small = has_length ? length < min : moment == Moment::finish && held_.size() < min;
     if (pool_ == nullptr || small) {
       state_ = State::plain;
@@ -190,13 +191,6 @@ class CompressWriter final : public ResponseWriter,
     if (etag.starts_with('"')) h.set("ETag", "W/" + std::string(etag));
     state_ = State::coding;
     return true;
-  }
-
-  static void add_vary(Headers& h) {
-    for (std::string_view v : h.values("vary")) {
-      if (has_token(v, "accept-encoding") || has_token(v, "*")) return;
-    }
-    h.add("Vary", "Accept-Encoding");
   }
 
   // After decide(): the held bytes into the chosen path.
