@@ -179,10 +179,10 @@ constexpr Precompressed kPrecompressed[] = {{"br", ".br"}, {"zstd", ".zst"}, {"g
 // one write; from it on the bytes go by sendfile(2), where the connection can.
 constexpr std::uint64_t kSendFileFrom = 16 * 1024;
 
-// The strong entity tag of a file, without its closing quote: what changes whenever the
-// file does, its size, its modification time to the nanosecond and its inode (a file
-// replaced by rename has another). A precompressed variant's tag adds its coding.
-std::string entity_tag_stem(const struct stat& st) {
+// The strong entity tag of a file: what changes whenever the file does, its size, its
+// modification time to the nanosecond and its inode (a file replaced by rename has
+// another). A precompressed variant's tag adds its coding (variant_tag).
+std::string entity_tag(const struct stat& st) {
   std::string out;
   out.reserve(64);
   auto hex = [&out](std::uint64_t n) {
@@ -196,6 +196,14 @@ std::string entity_tag_stem(const struct stat& st) {
       static_cast<std::uint64_t>(st.st_mtim.tv_nsec));
   out.push_back('-');
   hex(static_cast<std::uint64_t>(st.st_ino));
+  out.push_back('"');
+  return out;
+}
+
+// "\"size-mtime-inode-coding\"" from a file's tag and the coding it is sent with.
+std::string variant_tag(std::string_view tag, std::string_view coding) {
+  std::string out(tag.substr(0, tag.size() - 1));
+  out.append("-").append(coding).push_back('"');
   return out;
 }
 
@@ -273,7 +281,7 @@ std::shared_ptr<const FoundPath> FileServer::look_up(const std::string& path,
   } else {
     found->kind = FoundPath::Kind::file;
     found->fd = fd;
-    found->etag_stem = entity_tag_stem(found->st);
+    found->etag = entity_tag(found->st);
     detail::format_http_date(static_cast<long long>(found->st.st_mtime), found->last_modified);
   }
   return found;
@@ -414,9 +422,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
     coding = find_precompressed(fields.accept_encoding, rel, now, &variant);
   }
   const FoundPath& file = variant != nullptr ? *variant : *found;
-  std::string etag = file.etag_stem;
-  if (!coding.empty()) etag.append("-").append(coding);
-  etag.push_back('"');
+  const std::string coded_tag = coding.empty() ? std::string() : variant_tag(file.etag, coding);
+  const std::string_view etag = coding.empty() ? std::string_view(file.etag) : coded_tag;
   h.set("ETag", etag);
   h.set("Last-Modified", std::string_view(file.last_modified, detail::kHttpDateSize));
   const detail::Validators validators{etag, static_cast<long long>(file.st.st_mtime)};

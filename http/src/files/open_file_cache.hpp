@@ -48,9 +48,9 @@ struct FoundPath {
   int error = 0;  // missing: the lookup's errno (ENOENT, EACCES, EXDEV, ...)
   int fd = -1;    // file: open, read-only
   struct stat st = {};  // file, folder: as fstat(2) gave it at the lookup
-  // file: the strong entity tag without its closing quote ("\"size-mtime-inode"), so a
-  // precompressed variant appends its coding; and Last-Modified.
-  std::string etag_stem;
+  // file: the strong entity tag ("\"size-mtime-inode\""; a precompressed variant puts its
+  // coding before the closing quote), and Last-Modified.
+  std::string etag;
   char last_modified[30] = {};
   std::int64_t found_at = 0;  // steady clock, ns: when the lookup was made
 
