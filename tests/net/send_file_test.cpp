@@ -191,12 +191,19 @@ TEST_P(SendFile, DeadlineCloseAndContextEndTheWait) {
       EXPECT_EQ(ec, goro::context_errc::canceled);
       // The connection still works once the context is gone.
       std::string buf(1 << 16, '\0');
+      goro::WaitGroup draining;
+      draining.add(1);
       goro::go([&] {
-        while (client.read(buf.data(), buf.size())) {
+        while (true) {
+          auto n = client.read(buf.data(), buf.size());
+          if (!n || *n == 0) break;
         }
+        draining.done();
       });
       EXPECT_FALSE(server.send_file(file.fd(), 0, 100'000, sent));
       EXPECT_EQ(sent, 100'000u);
+      server.close();  // the reader sees the end and stops
+      draining.wait();
     }
   });
 }

@@ -1,10 +1,10 @@
 // The file server's open-file cache (FileServerOptions::cache_files): what a path named
 // when the server last looked it up, so that the next request for a file served a moment
-// ago costs one fstat(2) on a descriptor held open instead of openat2, fstat and close,
+// ago costs one statx(2) on a descriptor held open instead of openat2, fstat and close,
 // and its validators are not formatted again. nginx's open_file_cache, checked harder.
 //
 // What is trusted, and for how long (docs/http.md, "File server"):
-//  - A file entry is checked on every use: the server fstat()s the descriptor and
+//  - A file entry is checked on every use: the server statx()es the descriptor and
 //    drops the entry when the file is not the one cached: its link count is 0 (deleted,
 //    or replaced by a rename over it), or its size, modification or change time differ
 //    (written in place, truncated, chmod/chown, renamed). So changes to the file itself
@@ -59,7 +59,8 @@ struct FoundPath {
   FoundPath& operator=(const FoundPath&) = delete;
   ~FoundPath();
 
-  // Whether fd still is the file cached (one fstat(2), in goro::blocking); see the top.
+  // Whether fd still is the file cached (one statx(2), made directly; see
+  // open_file_cache.cpp and the top).
   bool still_current() const;
 };
 

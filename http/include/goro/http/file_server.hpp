@@ -17,10 +17,11 @@
 // opened with openat2(RESOLVE_BENEATH): the kernel follows a symbolic link only if it
 // is relative and stays beneath the root, so links pointing out — and absolute links —
 // get 404. Files served lately stay open (FileServerOptions::cache_files), checked
-// with one fstat(2) per request. File I/O runs in goro::blocking, so a slow disk holds a
-// thread, not the scheduler; two calls excepted (docs/http.md, "File server"): reads
-// that the page cache answers (preadv2 with RWF_NOWAIT, which fails rather than wait
-// for the disk), and sendfile(2) (nginx's way).
+// with one statx(2) on the descriptor per request. File I/O runs in goro::blocking, so a
+// slow disk holds a thread, not the scheduler; three calls excepted (docs/http.md, "File
+// server"): that statx (AT_STATX_DONT_SYNC: the inode in memory), reads that the page
+// cache answers (preadv2 with RWF_NOWAIT, which fails rather than wait for the disk),
+// and sendfile(2) (nginx's way).
 #pragma once
 
 #include <chrono>
@@ -48,7 +49,7 @@ struct FileServerOptions {
   bool precompressed = true;
   // Files kept open between requests, as nginx's open_file_cache: the descriptor, stat
   // and validators of up to this many lookups, so that serving a file again costs one
-  // fstat(2) instead of openat2, fstat and close. The fstat checks the file on every
+  // statx(2) instead of openat2, fstat and close. The statx checks the file on every
   // use: one written, truncated, deleted, renamed or replaced (a rename over it), or
   // with new permissions, is seen at once. What a path leads to is trusted for
   // cache_valid: a folder renamed or made unreadable, a symbolic link on the way
