@@ -213,8 +213,7 @@ struct FileServer {
   FileServerOptions options;
   std::vector<std::string> index_names;
   mutable detail::OpenFileCache cache;
-  // Cleared when the file system under the root refuses RWF_NOWAIT (EOPNOTSUPP): reads
-  // then go to goro::blocking at once.
+  // Cleared when RWF_NOWAIT is refused (read_at): reads then go to goro::blocking at once.
   mutable std::atomic<bool> nowait_reads{true};
 
   explicit FileServer(const FileServerOptions& o)
@@ -344,9 +343,13 @@ ssize_t FileServer::read_at(int fd, char* buf, std::size_t len, std::uint64_t of
       continue;
     }
     if (n == 0) return static_cast<ssize_t>(done);
-    if (errno == EINTR) continue;
-    if (errno == EOPNOTSUPP) nowait_reads.store(false, std::memory_order_relaxed);
-    if (errno != EAGAIN && errno != EOPNOTSUPP) return -1;
+    const int err = errno;
+    if (err == EINTR) continue;
+    // EOPNOTSUPP: a file system (or a kernel before 4.14) without RWF_NOWAIT; ENOSYS: a
+    // kernel without preadv2.
+    const bool unsupported = err == EOPNOTSUPP || err == ENOSYS;
+    if (unsupported) nowait_reads.store(false, std::memory_order_relaxed);
+    if (err != EAGAIN && !unsupported) return -1;
     break;
   }
   if (done == len) return static_cast<ssize_t>(done);
