@@ -20,12 +20,13 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["goro", "base", "go", "nginx", "asio", "epoll", "grpc-go", "grpc-cpp"]
+PEERS = ["goro", "base", "go", "nginx", "nginx-cache", "asio", "epoll", "grpc-go", "grpc-cpp"]
 LABELS = {
     "goro": "goro-demo",
     "base": "goro-demo (BASE_DEMO)",
     "go": "Go net/http",
     "nginx": "nginx",
+    "nginx-cache": "nginx + open_file_cache",
     "asio": "Asio+llhttp",
     "epoll": "bare epoll",
     "grpc-go": "grpc-go",

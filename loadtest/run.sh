@@ -28,12 +28,16 @@
 # goro-demo (a sanitizer build, say) instead of building one.
 #
 # Knobs (environment):
-#   PEERS="goro go nginx asio epoll grpc-go grpc-cpp"   servers to run (goro is the one
-#                        the ratios are of: goro-demo in the HTTP scenarios, goro's greeter
-#                        in the gRPC ones; grpc-go and grpc-cpp run the gRPC scenarios only,
-#                        the others the HTTP ones); "base" is a second goro-demo, BASE_DEMO,
-#                        to compare two builds
+#   PEERS="goro go nginx nginx-cache asio epoll grpc-go grpc-cpp"   servers to run (goro
+#                        is the one the ratios are of: goro-demo in the HTTP scenarios,
+#                        goro's greeter in the gRPC ones; grpc-go and grpc-cpp run the gRPC
+#                        scenarios only, the others the HTTP ones; nginx-cache is nginx
+#                        with open_file_cache, in static4k and static1m only); "base" is a
+#                        second goro-demo, BASE_DEMO, to compare two builds or two settings
 #   BASE_DEMO=<path>     the goro-demo the "base" peer runs (a build of an earlier commit)
+#   BASE_ARGS="..."      more flags for the base peer's goro-demo (split on spaces):
+#                        BASE_DEMO=<the same goro-demo> BASE_ARGS=--file-cache=0 puts
+#                        goro's file server without its open-file cache beside it
 #   PROCS=1              cores per server; the clients get as many (wrk -t PROCS)
 #   DURATION=8 WARMUP=2  seconds measured / warmed up per step (--quick: 1 and 1)
 #   ROUNDS=1             runs per server and scenario; the table takes the median
@@ -79,8 +83,8 @@ describe() {
     json) echo "GET /json, 64 connections: requests/s" ;;
     echo4k) echo "POST /echo with a 4 KiB body, 64 connections: requests/s" ;;
     gzip-text) echo "GET /text, 12 KiB of JSON gzipped at level 5 (Accept-Encoding: gzip), 64 conns: requests/s" ;;
-    static4k) echo "GET /static/4k.bin, a 4 KiB file from the file server (nginx: sendfile on), 64 connections: requests/s" ;;
-    static1m) echo "GET /static/1m.bin, a 1 MiB file from the file server (nginx: sendfile on), 64 connections: requests/s" ;;
+    static4k) echo "GET /static/4k.bin, a 4 KiB file from the file server (goro-demo: open-file cache on, its default; nginx: sendfile on, no open_file_cache, nginx's default; nginx-cache: open_file_cache as goro's), 64 connections: requests/s" ;;
+    static1m) echo "GET /static/1m.bin, a 1 MiB file from the file server, by sendfile(2) (servers as in static4k), 64 connections: requests/s" ;;
     sleep) echo "GET /sleep?ms=10, 1,000 connections (each waits 10 ms): requests/s" ;;
     handoff) echo "GET /plaintext (64 conns) beside ${BLOCK_CONNS:-32} connections of /block?ms=${BLOCK_MS:-10}: plaintext kept" ;;
     preempt) echo "GET /plaintext (64 conns) beside ${HOGS:-4} /cpu?ms=${HOG_MS:-3000} hogs: plaintext p99, max" ;;
@@ -100,6 +104,9 @@ describe() {
 does_not_apply() {
   local scenario=$1 peer=$2
   case "$peer/$scenario" in
+    nginx-cache/static4k | nginx-cache/static1m) ;;
+    nginx-cache/*)
+      echo "nginx-cache differs from nginx only in /static/ (open_file_cache): static4k and static1m" ;;
     nginx/handoff | nginx/preempt)
       echo "nginx answers from memory; it runs no handler code that could block or spin" ;;
     nginx/echo4k | nginx/sleep)
@@ -193,7 +200,7 @@ for s in "${scenarios[@]}"; do
 done
 [ "$smoke" = 1 ] && [ "$any_grpc" = 1 ] && die "the grpc-* scenarios have no --smoke check"
 
-peers="${PEERS:-goro go nginx asio epoll grpc-go grpc-cpp}"
+peers="${PEERS:-goro go nginx nginx-cache asio epoll grpc-go grpc-cpp}"
 [ "$smoke" = 1 ] && peers=goro
 # The smoke runs the server on 2 Ps: goroutines then change threads, which is where
 # the runtime's and the server's races show (a crash of 6001e0d passed at 1 P).
@@ -322,9 +329,9 @@ if [ "$any_http" = 1 ] && wants go; then
 fi
 nginx_bin="$(command -v nginx || true)"
 [ -x /usr/sbin/nginx ] && nginx_bin=/usr/sbin/nginx
-if wants nginx && [ -z "$nginx_bin" ]; then
+if { wants nginx || wants nginx-cache; } && [ -z "$nginx_bin" ]; then
   log "== nginx is not installed: left out"
-  peers="${peers/nginx/}"
+  peers=$(tr ' ' '\n' <<<"$peers" | grep -vx 'nginx\|nginx-cache' | tr '\n' ' ')
 fi
 nginx_echo_module=""
 for m in /usr/share/nginx/modules/ngx_http_echo_module.so /usr/lib/nginx/modules/ngx_http_echo_module.so; do
@@ -446,8 +453,11 @@ free_port() {
   done
 }
 
-# nginx answering what it can from memory, all its state in $1.
-write_nginx_conf() {  # dir port procs scheme
+# nginx answering what it can from memory, all its state in $1. file_cache=1 (the
+# nginx-cache peer): /static/ keeps its files open as goro's file server does by default
+# (FileServerOptions: cache_files 128, cache_valid 1 s); nginx checks a cached file only
+# when open_file_cache_valid has passed, goro at every request (docs/http.md).
+write_nginx_conf() {  # dir port procs scheme file_cache
   local dir=$1 port=$2 p=$3 scheme=$4
   mkdir -p "$dir/tmp"
   # /text, the gzip-text scenario's: a file (too long for a `return`), kept open.
@@ -495,7 +505,10 @@ http {
       open_file_cache max=16 inactive=600s; open_file_cache_valid 600s;
       gzip on; gzip_comp_level 5; gzip_min_length 1024; gzip_types application/json; gzip_vary on;
     }
-    location /static/ { alias $static_root/; sendfile on; }
+    location /static/ {
+      alias $static_root/; sendfile on;
+$([ "${5:-0}" = 1 ] && echo "      open_file_cache max=128; open_file_cache_valid 1s;")
+    }
 EOF
     if [ -n "$nginx_echo_module" ]; then
       cat <<'EOF'
@@ -551,11 +564,12 @@ start_server_once() {
         --stream-replies "$stream_replies" >"$logfile" 2>&1 &
       ;;
     */goro | */base)
-      local binary=$demo
-      [ "$peer" = base ] && binary=$BASE_DEMO
+      local binary=$demo demo_flags=()
+      # shellcheck disable=SC2206  # BASE_ARGS is split on spaces, as documented
+      [ "$peer" = base ] && binary=$BASE_DEMO demo_flags=(${BASE_ARGS:-})
       [ "$scheme" = https ] && tls_args=(--tls-cert "$tls/cert.pem" --tls-key "$tls/key.pem")
       GORO_MAXPROCS=$p "${server_pin[@]}" "$binary" --addr "127.0.0.1:$port" "${tls_args[@]}" \
-        --root "$static_root" >"$logfile" 2>&1 &
+        --root "$static_root" "${demo_flags[@]}" >"$logfile" 2>&1 &
       ;;
     */go)
       [ "$scheme" = https ] && tls_args=(-tls-cert "$tls/cert.pem" -tls-key "$tls/key.pem")
@@ -570,9 +584,9 @@ start_server_once() {
     */epoll)
       "${server_pin[@]}" "$bin/loadtest_peer_epoll" "127.0.0.1:$port" "$p" >"$logfile" 2>&1 &
       ;;
-    */nginx)
+    */nginx | */nginx-cache)
       local dir="$out/nginx/$peer-$port"
-      write_nginx_conf "$dir" "$port" "$p" "$scheme"
+      write_nginx_conf "$dir" "$port" "$p" "$scheme" "$([ "$peer" = nginx-cache ] && echo 1 || echo 0)"
       "${server_pin[@]}" "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" >"$logfile" 2>&1 &
       ;;
   esac

@@ -1,6 +1,7 @@
 // goro-demo: an HTTP server showing what goro does with plain blocking handler code.
 //
-//   goro-demo [--addr 127.0.0.1:8080] [--root DIR] [--tls-cert cert.pem --tls-key key.pem]
+//   goro-demo [--addr 127.0.0.1:8080] [--root DIR [--file-cache N]]
+//             [--tls-cert cert.pem --tls-key key.pem]
 //             [--shutdown-timeout 5s] [--access-log[=logfmt|json|common]]
 //             [--access-log-file PATH] [--request-ids] [--debug] [--h2c]   (--help: all)
 //   goro-demo --probe URL    GET URL (2 s limit); exit 0 on a 200, else 1 with the reason
@@ -20,7 +21,8 @@
 //   GET  /stream?n=N     N chunks, each flushed on its own (chunked encoding)
 //   GET  /text           a 12 KiB JSON document through compress(): zstd, br or gzip as
 //                        the client's Accept-Encoding prefers (the kit's gzip-text)
-//   GET  /static/...     files under --root (when given)
+//   GET  /static/...     files under --root (when given), the --file-cache (128) served
+//                        lately kept open (FileServerOptions::cache_files)
 //   GET  /healthz        200 "ok" while the process serves (goro::App's liveness probe)
 //   GET  /readyz         200 "ok" while it should get traffic, 503 from the first moment
 //                        of a shutdown (App's readiness probe; ?verbose says why)
@@ -222,7 +224,7 @@ std::string text_document() {
   return doc;
 }
 
-http::Router make_router(const std::string& root, bool debug) {
+http::Router make_router(const std::string& root, std::size_t cache_files, bool debug) {
   http::Router r;
   auto hello = [](http::Request&, http::ResponseWriter& w) { w.text("Hello, World!"); };
   r.handle("GET /{$}", hello);
@@ -288,7 +290,8 @@ http::Router make_router(const std::string& root, bool debug) {
     }
     if (stopping.cancelled()) (void)ws->close(http::websocket::close_code::going_away);
   });
-  if (!root.empty()) r.handle("GET /static/{path...}", http::file_server(root));
+  if (!root.empty())
+    r.handle("GET /static/{path...}", http::file_server(root, {.cache_files = cache_files}));
   r.handle("GET /metrics", http::metrics::handler());
   if (debug) r.handle("/debug/goro/", http::debug::handler());
   return r;
@@ -310,6 +313,9 @@ int main(int argc, char** argv) {
       "goro-demo --probe URL: GET URL (2 s limit), exit 0 on a 200 (the container's "
       "health check).");
   const std::string& root = flags.add("root", "", "serve the files under `DIR` at /static/");
+  const std::int64_t& file_cache = flags.add(
+      "file-cache", static_cast<std::int64_t>(http::FileServerOptions{}.cache_files),
+      "files the /static/ file server keeps open between requests (0: none)");
   const bool& debug = flags.add("debug", false, "serve goroutine dumps under /debug/goro/");
   const bool& h2c = flags.add("h2c", false, "serve HTTP/2 with prior knowledge on plain TCP");
   const bool& shed = flags.add("shed", false,
@@ -331,7 +337,8 @@ int main(int argc, char** argv) {
   grpc.register_service(greeter);
 #endif
   const int code = app.run([&] {
-    http::Handler routes = make_router(root, debug);
+    http::Handler routes =
+        make_router(root, static_cast<std::size_t>(std::max<std::int64_t>(file_cache, 0)), debug);
 #if GORO_DEMO_GRPC
     routes = with_grpc(grpc, std::move(routes));
 #endif

@@ -57,6 +57,9 @@ std::error_code send_builtin_error(Request& req, ResponseWriter& w, int status, 
 
 // The default body of a reply goro makes by itself: "404 Not Found: <message>\n".
 std::string default_error_body(int status, std::string_view message);
+// Adds field to the response's Vary unless a Vary value lists it (or "*") already, so
+// that middleware and handlers that each vary on it do not repeat it.
+void add_vary(Headers& h, std::string_view field);
 // Content-Length, Transfer-Encoding, Connection: the fields a reply's framing owns.
 bool framing_field_name(std::string_view name);
 

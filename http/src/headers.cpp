@@ -117,6 +117,13 @@ constinit goro::ThreadLocal date_cache = [] { return DateCache{}; };
 
 }  // namespace
 
+void add_vary(Headers& h, std::string_view field) {
+  for (HeaderField f : h) {
+    if (iequals(f.name, "vary") && (has_token(f.value, field) || has_token(f.value, "*"))) return;
+  }
+  h.add("Vary", field);
+}
+
 void format_http_date(long long t, char* out) {
   std::time_t tt = static_cast<std::time_t>(t);
   std::tm tm;

@@ -12,12 +12,15 @@
 #   GORO_DEMO=/tmp/old/goro-demo loadtest/http/profile.sh   # another goro-demo, to compare
 #   URL_PATH=/text ACCEPT_ENCODING=gzip loadtest/http/profile.sh   # compress()'s cost:
 #                                     # against the same without ACCEPT_ENCODING
+#   ROOT=build-bench/loadtest/static URL_PATH=/static/4k.bin PIPELINE=0 \
+#     loadtest/http/profile.sh        # the file server (goro-demo --root), static4k's path
 #
 # Prints the total and the functions with the most instructions of their own; the
 # callgrind file is kept (its path is printed) for callgrind_annotate --inclusive=yes.
 # Knobs: BUILD_DIR (default build/dev: RelWithDebInfo, so lines and inlined frames
 # have names), PORT=18190, SECONDS_OF_LOAD=4, TOP=25, PIPELINE=1, URL_PATH=/plaintext,
-# ACCEPT_ENCODING (sent as the Accept-Encoding of every request when set).
+# ACCEPT_ENCODING (sent as the Accept-Encoding of every request when set), ROOT (goro-demo's
+# --root, the folder /static/ serves), DEMO_ARGS (more goro-demo flags, split on spaces).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,7 +39,12 @@ for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
   command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
 done
 case "$peer" in
-  goro) server=("${GORO_DEMO:-$build/examples/demo/goro-demo}" --addr "127.0.0.1:$port") ;;
+  goro)
+    server=("${GORO_DEMO:-$build/examples/demo/goro-demo}" --addr "127.0.0.1:$port")
+    if [ -n "${ROOT:-}" ]; then server+=(--root "$ROOT"); fi
+    # shellcheck disable=SC2206 # flags split on spaces, as documented
+    if [ -n "${DEMO_ARGS:-}" ]; then server+=(${DEMO_ARGS}); fi
+    ;;
   epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port") ;;
   *) echo "profile.sh: peer is goro or epoll, not '$peer'" >&2; exit 2 ;;
 esac

@@ -48,6 +48,13 @@ Result<std::size_t> Conn::writev(const struct iovec* iov, int count) {
   return fd_->writev(iov, count);
 }
 
+std::error_code Conn::send_file(int file, std::uint64_t offset, std::uint64_t count,
+                                std::uint64_t& sent) {
+  sent = 0;
+  if (!fd_) return kNotOpen;
+  return fd_->send_file(file, offset, count, sent);
+}
+
 std::error_code Conn::close() {
   if (!fd_) return kNotOpen;
   return fd_->close();

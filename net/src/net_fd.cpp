@@ -1,6 +1,7 @@
 #include "net_fd.hpp"
 
 #include <poll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -245,6 +246,30 @@ Result<std::size_t> NetFd::write(const void* buf, std::size_t len) {
     if (e != EAGAIN) return errno_code(e);
     if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
   }
+}
+
+std::error_code NetFd::send_file(int file, std::uint64_t offset, std::uint64_t count,
+                                 std::uint64_t& sent) {
+  sent = 0;
+  OpGuard guard(*this, OpGuard::write);
+  if (!guard.held()) return errc::closed;
+  if (deadline_passed(IoMode::write)) return errc::timeout;
+  auto at = static_cast<off_t>(offset);
+  while (sent < count) {
+    constexpr std::uint64_t kMaxCall = 1u << 30;
+    const auto want = static_cast<std::size_t>(std::min(count - sent, kMaxCall));
+    const ssize_t n = ::sendfile(fd_, file, &at, want);
+    if (n > 0) {
+      sent += static_cast<std::uint64_t>(n);
+      continue;
+    }
+    if (n == 0) return {};  // the file ended first: sent < count tells
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN) return errno_code(e);
+    if (auto st = wait(IoMode::write); st != rt::PollStatus::ready) return wait_error(st);
+  }
+  return {};
 }
 
 Result<std::size_t> NetFd::writev(const struct iovec* iov, int count) {

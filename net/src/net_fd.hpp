@@ -56,6 +56,9 @@ class NetFd : public goro::Pooled {
   Result<std::size_t> read(void* buf, std::size_t len);
   Result<std::size_t> write(const void* buf, std::size_t len);
   Result<std::size_t> writev(const struct iovec* iov, int count);
+  // Conn::send_file: sendfile(2) from file, parking on the write side while it is full.
+  std::error_code send_file(int file, std::uint64_t offset, std::uint64_t count,
+                            std::uint64_t& sent);
   Result<std::size_t> read_from(void* buf, std::size_t len, Addr* from);
   Result<std::size_t> write_to(const void* buf, std::size_t len, const Addr& to);
   // Returns a new non-blocking, close-on-exec descriptor; the peer's address in *peer.

@@ -209,8 +209,33 @@ TEST_P(Compress, SmallImagesEncodedAndRangesAreNotCompressed) {
   EXPECT_EQ(header_of(range.err, "content-encoding"), "");
   EXPECT_EQ(range.out, kText);
 
+}
+
+// A HEAD gets the head the GET would get: the same coding decision, Vary and weak tag;
+// no length where the body would be coded, the plain length where it would not.
+TEST_P(Compress, HeadAnswersAsGetWouldWithoutTheBody) {
+  CurlOutput get_text = get("/text");
   CurlOutput head = run_curl(proto() + "--compressed -I " + server.url("/text"));
-  EXPECT_EQ(header_of(head.out, "content-encoding"), "");
+  ASSERT_EQ(head.status, 0) << head.err;
+  EXPECT_EQ(header_of(head.out, "content-encoding"), "zstd");
+  EXPECT_EQ(header_of(head.out, "content-encoding"), header_of(get_text.err, "content-encoding"));
+  EXPECT_EQ(header_of(head.out, "vary"), "Accept-Encoding");
+  EXPECT_EQ(header_of(head.out, "etag"), "W/\"v1\"");
+  EXPECT_EQ(header_of(head.out, "content-length"), "");
+
+  CurlOutput small = run_curl(proto() + "--compressed -I " + server.url("/small"));
+  EXPECT_EQ(header_of(small.out, "content-encoding"), "");
+  EXPECT_EQ(header_of(small.out, "content-length"), "200");
+  EXPECT_EQ(header_of(small.out, "vary"), "Accept-Encoding");
+
+  CurlOutput image = run_curl(proto() + "--compressed -I " + server.url("/image"));
+  EXPECT_EQ(header_of(image.out, "content-encoding"), "");
+  EXPECT_EQ(header_of(image.out, "vary"), "");
+
+  CurlOutput plain = run_curl(proto() + "-I -H 'Accept-Encoding: identity' " + server.url("/text"));
+  EXPECT_EQ(header_of(plain.out, "content-encoding"), "");
+  EXPECT_EQ(header_of(plain.out, "content-length"), std::to_string(kText.size()));
+  EXPECT_EQ(header_of(plain.out, "vary"), "Accept-Encoding");
 }
 
 // The first event reaches the client, coded, before the handler writes the second: the

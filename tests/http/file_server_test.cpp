@@ -15,7 +15,9 @@
 #include <iterator>
 #include <string>
 
+#include <goro/http/cors.hpp>
 #include <goro/http/file_server.hpp>
+#include <goro/http/middleware.hpp>
 #include <goro/http/router.hpp>
 
 #include "test_util.hpp"
@@ -88,6 +90,8 @@ class FileServer : public ::testing::Test {
              file_server((base_ / "root").string(), {.index = "index.html index.htm"}));
     r.handle("GET /plain/{path...}",
              file_server((base_ / "root").string(), {.precompressed = false}));
+    r.handle("GET /cors/{path...}",
+             chain(file_server((base_ / "root").string()), {cors({.allowed_origins = {"*"}})}));
     return r;
   }
 
@@ -424,6 +428,17 @@ TEST_F(FileServer, PrecompressedSiblings) {
   ASSERT_TRUE(off);
   EXPECT_EQ(off->body, "body{color:red}");
   EXPECT_EQ(off->count("content-encoding"), 0u);
+}
+
+// A middleware's Vary and the file server's add up: a cache keyed on one of them only
+// would hand a response to the wrong client.
+TEST_F(FileServer, VaryAddsToTheMiddlewares) {
+  auto res = get("/cors/both.css", "Origin: https://a.example\r\nAccept-Encoding: gzip\r\n");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body, "GZIP-BYTES");
+  std::string vary;
+  for (auto [at, end] = res->headers.equal_range("vary"); at != end; ++at) vary += at->second + ";";
+  EXPECT_EQ(vary, "Origin;Accept-Encoding;");
 }
 
 TEST_F(FileServer, IndexNamesInOrderAndNoListing) {

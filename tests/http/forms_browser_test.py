@@ -5,6 +5,11 @@ served by forms_peer on one origin, which
     real CORS preflight, answered by http::cors without running the handler, then the
     request itself, whose exposed header the page can read;
   - asks for a header the API does not allow, which the browser must refuse;
+  - makes credentialed requests (credentials: 'include') to the API's /creds/ routes,
+    whose cors() allows credentials: a login that sets an HttpOnly session cookie, which
+    the browser then sends with a GET and with a PUT after a credentialed preflight;
+    without credentials the cookie stays home, and a credentialed request to the /item
+    routes, whose cors() does not allow credentials, is refused by the browser;
   - posts a FormData with a text field and a file (a Blob) to its own origin, which
     parse_multipart_form reads, answering the field, the file's name, type, size and
     checksum.
@@ -119,6 +124,33 @@ async def drive(devtools_url, page, api):
               .then(r => 'allowed ' + r.status, e => 'refused ' + e.name)""")
         expect(refused, "refused TypeError", "a header the API does not allow is refused")
         expect(stats(api), "preflights=2 runs=1", "the refused request never reached the handler")
+
+        creds = json.dumps(api + "/creds")
+        login = await cdp.evaluate(session, f"""
+            fetch({creds} + '/login', {{method: 'POST', credentials: 'include'}})
+              .then(async r => r.status + ' ' + await r.text(), e => 'refused ' + e.name)""")
+        expect(login, "200 logged in", "a credentialed POST whose answer sets a cookie")
+        whoami = await cdp.evaluate(session, f"""
+            fetch({creds} + '/whoami', {{credentials: 'include'}}).then(r => r.text())""")
+        expect(whoami, "sid=s3cr3t", "the cookie the API set goes back with a credentialed GET")
+        anonymous = await cdp.evaluate(session, f"""
+            fetch({creds} + '/whoami', {{credentials: 'omit'}}).then(r => r.text())""")
+        expect(anonymous, "sid=none", "credentials: 'omit' sends no cookie")
+        put_creds = await cdp.evaluate(session, f"""
+            fetch({creds} + '/item', {{method: 'PUT', credentials: 'include',
+                                      headers: {{'X-Token': 'xyz'}}}})
+              .then(async r => r.status + ' ' + await r.text(), e => 'refused ' + e.name)""")
+        expect(put_creds, "200 put s3cr3t xyz",
+               "a credentialed PUT with X-Token after a credentialed preflight, cookie sent")
+        expect(stats(api), "preflights=3 runs=2", "the credentialed PUT had its preflight")
+        without = await cdp.evaluate(session, f"""
+            fetch({json.dumps(api + "/item")}, {{credentials: 'include'}})
+              .then(r => 'allowed ' + r.status, e => 'refused ' + e.name)""")
+        expect(without, "refused TypeError",
+               "a credentialed request to a cors() without allow_credentials is refused")
+        same = await cdp.evaluate(session, f"""
+            fetch({json.dumps(api + "/item")}).then(r => r.text())""")
+        expect(same, "item sid=none", "the same request without credentials is allowed")
 
         upload = await cdp.evaluate(session, """
             (async () => {

@@ -1,12 +1,15 @@
 // forms_peer: the servers forms_browser_test.py drives Chromium against. Two origins on
 // two ports of 127.0.0.1: the page's ("page"), which serves a blank page and takes a
-// multipart upload, and an API on the other ("api") behind cors(), which allows only
-// the page's origin, PUT and the X-Token header. Prints "page URL" and "api URL", then
-// serves until killed.
+// multipart upload, and an API on the other ("api"). Its /item routes are behind a
+// cors() that allows only the page's origin, PUT and the X-Token header, without
+// credentials; its /creds/ routes behind one that allows credentials (a session cookie
+// set by /creds/login and read back). Prints "page URL" and "api URL", then serves until
+// killed.
 #include <atomic>
 #include <cstdio>
 #include <string>
 
+#include <goro/http/cookie.hpp>
 #include <goro/http/cors.hpp>
 #include <goro/http/form.hpp>
 #include <goro/http/middleware.hpp>
@@ -56,6 +59,34 @@ http::Router page_routes() {
   return r;
 }
 
+// The session cookie's value as the request sent it, "none" without one.
+std::string session_of(const http::Request& req) {
+  std::optional<http::Cookie> sid = http::cookie(req, "sid");
+  return sid ? sid->value : "none";
+}
+
+// The credentialed API: a login that sets an HttpOnly session cookie, and routes that
+// answer with the cookie the browser sent.
+http::Handler credentialed(const std::string& page_origin) {
+  http::Router r;
+  r.handle("POST /creds/login", [](http::Request&, http::ResponseWriter& w) {
+    http::set_cookie(w, {.name = "sid", .value = "s3cr3t", .path = "/creds", .http_only = true,
+                         .same_site = http::SameSite::lax});
+    w.text("logged in");
+  });
+  r.handle("GET /creds/whoami", [](http::Request& req, http::ResponseWriter& w) {
+    w.text("sid=" + session_of(req));
+  });
+  r.handle("PUT /creds/item", [](http::Request& req, http::ResponseWriter& w) {
+    api_runs.fetch_add(1);
+    w.text("put " + session_of(req) + " " + std::string(req.header("x-token")));
+  });
+  return http::chain(r, {http::cors({.allowed_origins = {page_origin},
+                                     .allowed_methods = {"GET", "POST", "PUT"},
+                                     .allowed_headers = {"X-Token"},
+                                     .allow_credentials = true})});
+}
+
 http::Handler api(const std::string& page_origin) {
   http::Router r;
   r.handle("PUT /item", [](http::Request& req, http::ResponseWriter& w) {
@@ -63,6 +94,9 @@ http::Handler api(const std::string& page_origin) {
     auto body = req.body();
     w.header().set("X-Item-Version", "3");
     w.text("put " + std::string(req.header("x-token")) + " " + (body ? *body : "?"));
+  });
+  r.handle("GET /item", [](http::Request& req, http::ResponseWriter& w) {
+    w.text("item sid=" + session_of(req));
   });
   r.handle("GET /stats", [](http::Request&, http::ResponseWriter& w) {
     w.text("preflights=" + std::to_string(preflights.load()) +
@@ -74,11 +108,16 @@ http::Handler api(const std::string& page_origin) {
       next(req, w);
     };
   };
-  return http::chain(r, {count_preflights,
-                         http::cors({.allowed_origins = {page_origin},
-                                     .allowed_methods = {"GET", "PUT"},
-                                     .allowed_headers = {"X-Token"},
-                                     .exposed_headers = {"X-Item-Version"}})});
+  http::Handler plain = http::chain(r, {http::cors({.allowed_origins = {page_origin},
+                                                    .allowed_methods = {"GET", "PUT"},
+                                                    .allowed_headers = {"X-Token"},
+                                                    .exposed_headers = {"X-Item-Version"}})});
+  http::Handler creds = credentialed(page_origin);
+  return http::chain(
+      [plain, creds](http::Request& req, http::ResponseWriter& w) {
+        (req.path().starts_with("/creds/") ? creds : plain)(req, w);
+      },
+      {count_preflights});
 }
 
 }  // namespace

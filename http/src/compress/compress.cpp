@@ -1,9 +1,11 @@
 // compress(): a ResponseWriter around the handler's that codes the body (compress.hpp).
 //
-// The writer is in one of four states. undecided: it holds the body's first bytes
+// The writer is in one of five states. undecided: it holds the body's first bytes
 // (below min_size) while it cannot yet tell whether to compress. plain: the body passes
 // through. coding: the body goes through an encoder taken from the coding's pool, its
-// output written to the writer below as it comes. finished: the body has ended.
+// output written to the writer below as it comes. withheld: a HEAD's body that a GET
+// would have coded: the head says so (Content-Encoding, no Content-Length), the bytes
+// go nowhere, and no encoder is taken. finished: the body has ended.
 #include <goro/http/compress.hpp>
 
 #include <charconv>
@@ -16,6 +18,7 @@
 #include <goro/http/response_controller.hpp>
 #include <goro/http/status.hpp>
 
+#include "access.hpp"
 #include "compress/codec.hpp"
 
 namespace goro::http {
@@ -77,9 +80,10 @@ class CompressWriter final : public ResponseWriter,
                              public ResponseFinisher,
                              public ConnectionTaker {
  public:
-  // pool: the negotiated coding's, nullptr when the client accepts none.
-  CompressWriter(const Settings& settings, EncoderPool* pool, ResponseWriter& inner)
-      : settings_(settings), pool_(pool), inner_(inner) {}
+  // pool: the negotiated coding's, nullptr when the client accepts none. head: the
+  // request is a HEAD, answered as a GET would be, without the body.
+  CompressWriter(const Settings& settings, EncoderPool* pool, ResponseWriter& inner, bool head)
+      : settings_(settings), pool_(pool), inner_(inner), head_(head) {}
   ~CompressWriter() override {
     if (pool_ != nullptr) pool_->give_back(std::move(encoder_));
   }
@@ -101,6 +105,7 @@ class CompressWriter final : public ResponseWriter,
         return pass_held();
       case State::plain: return inner_.write(data);
       case State::coding: return encode(data, EncodeMode::more);
+      case State::withheld: return {};
       case State::finished: return make_error_code(errc::response_finished);
     }
     return {};
@@ -125,6 +130,8 @@ class CompressWriter final : public ResponseWriter,
     }
     std::error_code ec;
     if (state_ == State::coding) ec = encode({}, EncodeMode::finish);
+    // The head goes now, as a streamed one: a GET's coded length is not known here.
+    if (state_ == State::withheld) ec = inner_.flush();
     state_ = State::finished;
     if (pool_ != nullptr) pool_->give_back(std::move(encoder_));
     return ec;
@@ -153,7 +160,7 @@ class CompressWriter final : public ResponseWriter,
   }
 
  private:
-  enum class State { undecided, plain, coding, finished };
+  enum class State { undecided, plain, coding, withheld, finished };
   enum class Moment { write, flush, finish };
 
   // Settles the state when it can be; false while the body's size must still be seen.
@@ -173,30 +180,25 @@ class CompressWriter final : public ResponseWriter,
         std::from_chars(declared.data(), declared.data() + declared.size(), length).ec == std::errc{};
     const std::size_t min = settings_.options.min_size;
     if (!has_length && moment == Moment::write && held_.size() < min) return false;
-    add_vary(h);
+    detail::add_vary(h, "Accept-Encoding");
     const bool small = has_length ? length < min : moment == Moment::finish && held_.size() < min;
     if (pool_ == nullptr || small) {
       state_ = State::plain;
       return true;
     }
-    encoder_ = pool_->take(has_length ? length : moment == Moment::finish ? held_.size() : 0);
-    if (encoder_ == nullptr) {
-      state_ = State::plain;
-      return true;
+    if (!head_) {
+      encoder_ = pool_->take(has_length ? length : moment == Moment::finish ? held_.size() : 0);
+      if (encoder_ == nullptr) {
+        state_ = State::plain;
+        return true;
+      }
     }
     h.set("Content-Encoding", detail::coding_name(pool_->coding()));
     h.remove("Content-Length");
     const std::string_view etag = h.get("etag");
     if (etag.starts_with('"')) h.set("ETag", "W/" + std::string(etag));
-    state_ = State::coding;
+    state_ = head_ ? State::withheld : State::coding;
     return true;
-  }
-
-  static void add_vary(Headers& h) {
-    for (std::string_view v : h.values("vary")) {
-      if (has_token(v, "accept-encoding") || has_token(v, "*")) return;
-    }
-    h.add("Vary", "Accept-Encoding");
   }
 
   // After decide(): the held bytes into the chosen path.
@@ -204,6 +206,7 @@ class CompressWriter final : public ResponseWriter,
     if (held_.empty()) return {};
     std::string held = std::move(held_);
     held_.clear();
+    if (state_ == State::withheld) return {};
     if (state_ == State::coding) return encode(held, EncodeMode::more);
     return inner_.write(held);
   }
@@ -221,6 +224,7 @@ class CompressWriter final : public ResponseWriter,
   const Settings& settings_;
   EncoderPool* pool_;
   ResponseWriter& inner_;
+  const bool head_;
   State state_ = State::undecided;
   std::string held_;
   std::string out_;
@@ -234,8 +238,8 @@ Middleware compress(CompressOptions options) {
   auto settings = std::make_shared<const Settings>(std::move(options));
   return [settings](Handler next) -> Handler {
     return [settings, next = std::move(next)](Request& req, ResponseWriter& w) {
-      // A HEAD's body is not sent, and a range names bytes of the uncoded body.
-      if (req.method() == "HEAD" || req.has_header("range")) {
+      // A range names bytes of the uncoded body.
+      if (req.has_header("range")) {
         next(req, w);
         return;
       }
@@ -245,7 +249,7 @@ Middleware compress(CompressOptions options) {
       for (std::size_t i = 0; i < settings->offered.size(); ++i) {
         if (!chosen.empty() && settings->offered[i].data() == chosen.data()) pool = settings->pools[i].get();
       }
-      CompressWriter writer(*settings, pool, w);
+      CompressWriter writer(*settings, pool, w, req.method() == "HEAD");
       next(req, writer);
       writer.finish();
     };

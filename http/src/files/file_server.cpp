@@ -4,10 +4,13 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -25,99 +28,91 @@
 
 #include "access.hpp"
 #include "files/conditional.hpp"
+#include "files/open_file_cache.hpp"
 
 namespace goro::http {
 namespace {
 
+using detail::FoundPath;
+
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr int kPreconditionFailed = 412;
 
-struct Extension {
-  std::string_view ext;
-  std::string_view type;
-};
-
-// clang-format off: a table, two entries a line
-constexpr Extension kTypes[] = {
-    {"html", "text/html; charset=utf-8"},
-    {"htm", "text/html; charset=utf-8"},
-    {"css", "text/css; charset=utf-8"},
-    {"js", "text/javascript; charset=utf-8"},
-    {"mjs", "text/javascript; charset=utf-8"},
-    {"json", "application/json"},
-    {"txt", "text/plain; charset=utf-8"},
-    {"md", "text/markdown; charset=utf-8"},
-    {"csv", "text/csv; charset=utf-8"},
-    {"xml", "application/xml"},
-    {"svg", "image/svg+xml"},
-    {"png", "image/png"},
-    {"jpg", "image/jpeg"},
-    {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},
-    {"webp", "image/webp"},
-    {"avif", "image/avif"},
-    {"ico", "image/vnd.microsoft.icon"},
-    {"wasm", "application/wasm"},
-    {"pdf", "application/pdf"},
-    {"zip", "application/zip"},
-    {"gz", "application/gzip"},
-    {"tar", "application/x-tar"},
-    {"mp4", "video/mp4"},
-    {"webm", "video/webm"},
-    {"mp3", "audio/mpeg"},
-    {"ogg", "audio/ogg"},
-    {"wav", "audio/wav"},
-    {"woff", "font/woff"},
-    {"woff2", "font/woff2"},
-    {"ttf", "font/ttf"},
-    {"otf", "font/otf"},
-};
-// clang-format on
-
-// A file opened under the root, closed on destruction (in goro::blocking).
-struct File {
-  int fd = -1;  // or -errno
-  File() = default;
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  ~File() {
-    if (fd >= 0) goro::blocking([fd = fd] { ::close(fd); });
-  }
-};
-
 // Opens rel (no leading '/') beneath the folder dir_fd; the kernel refuses any
-// resolution that leaves it (.., absolute symlinks, symlinks pointing out). Runs in
-// goro::blocking. Returns -errno on failure.
+// resolution that leaves it (.., absolute symlinks, symlinks pointing out). A blocking
+// call: the caller is inside goro::blocking. Returns -errno on failure.
 int open_beneath(int dir_fd, const std::string& root, const std::string& rel) {
-  return goro::blocking([&]() -> int {
-    open_how how{};
-    // O_NONBLOCK: opening a FIFO (or a device) someone left under the root must not
-    // wait for a writer; anything but a regular file is refused after the fstat.
-    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    long fd = ::syscall(SYS_openat2, dir_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof how);
-    if (fd >= 0) return static_cast<int>(fd);
-    if (errno != ENOSYS) return -errno;
-    // No openat2 (Linux < 5.6): open, then check where the descriptor really points.
-    int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(),
-                         O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (plain < 0) return -errno;
-    char link[64];
-    char real[PATH_MAX + 1];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", plain);
-    ssize_t n = ::readlink(link, real, PATH_MAX);
-    if (n < 0) {
-      ::close(plain);
-      return -EACCES;
+  open_how how{};
+  // O_NONBLOCK: opening a FIFO (or a device) someone left under the root must not wait
+  // for a writer; anything but a regular file is refused after the fstat.
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, dir_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof how);
+  if (fd >= 0) return static_cast<int>(fd);
+  if (errno != ENOSYS) return -errno;
+  // No openat2 (Linux < 5.6): open, then check where the descriptor really points.
+  int plain = ::openat(dir_fd, rel.empty() ? "." : rel.c_str(),
+                       O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (plain < 0) return -errno;
+  char link[64];
+  char real[PATH_MAX + 1];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", plain);
+  ssize_t n = ::readlink(link, real, PATH_MAX);
+  if (n < 0) {
+    ::close(plain);
+    return -EACCES;
+  }
+  std::string_view where(real, static_cast<std::size_t>(n));
+  if (where != root &&
+      !(where.starts_with(root) && where.size() > root.size() && where[root.size()] == '/')) {
+    ::close(plain);
+    return -EXDEV;
+  }
+  return plain;
+}
+
+std::int64_t steady_now() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The request fields the file server reads (the first of each, as Request::header
+// gives it), found in one pass over the head.
+struct FileRequestFields {
+  std::string_view accept_encoding, if_match, if_none_match, if_modified_since,
+      if_unmodified_since, range, if_range;
+};
+
+struct WantedField {
+  std::string_view name;
+  std::string_view FileRequestFields::*slot;
+};
+constexpr WantedField kWantedFields[] = {
+    {"accept-encoding", &FileRequestFields::accept_encoding},
+    {"if-match", &FileRequestFields::if_match},
+    {"if-none-match", &FileRequestFields::if_none_match},
+    {"if-modified-since", &FileRequestFields::if_modified_since},
+    {"if-unmodified-since", &FileRequestFields::if_unmodified_since},
+    {"range", &FileRequestFields::range},
+    {"if-range", &FileRequestFields::if_range},
+};
+
+FileRequestFields read_fields(const Request& req) noexcept {
+  FileRequestFields f;
+  unsigned seen = 0;
+  for (const HeaderField& h : req.headers()) {
+    for (unsigned i = 0; i < std::size(kWantedFields); ++i) {
+      const WantedField& wanted = kWantedFields[i];
+      if (wanted.name.size() != h.name.size() || (seen & (1u << i)) != 0 ||
+          !iequals(wanted.name, h.name))
+        continue;
+      f.*wanted.slot = h.value;
+      seen |= 1u << i;
+      break;
     }
-    std::string_view where(real, static_cast<std::size_t>(n));
-    if (where != root &&
-        !(where.starts_with(root) && where.size() > root.size() && where[root.size()] == '/')) {
-      ::close(plain);
-      return -EXDEV;
-    }
-    return plain;
-  });
+  }
+  return f;
 }
 
 // Parses one "bytes=" range against size. Returns 1 for a satisfiable range (first and
@@ -184,10 +179,10 @@ constexpr Precompressed kPrecompressed[] = {{"br", ".br"}, {"zstd", ".zst"}, {"g
 // one write; from it on the bytes go by sendfile(2), where the connection can.
 constexpr std::uint64_t kSendFileFrom = 16 * 1024;
 
-// A strong entity tag from what changes whenever the file does: its size, its
+// The strong entity tag of a file: what changes whenever the file does, its size, its
 // modification time to the nanosecond and its inode (a file replaced by rename has
-// another); a precompressed variant's tag also names its coding.
-std::string entity_tag(const struct stat& st, std::string_view coding) {
+// another). A precompressed variant's tag adds its coding (variant_tag).
+std::string entity_tag(const struct stat& st) {
   std::string out;
   out.reserve(64);
   auto hex = [&out](std::uint64_t n) {
@@ -201,8 +196,14 @@ std::string entity_tag(const struct stat& st, std::string_view coding) {
       static_cast<std::uint64_t>(st.st_mtim.tv_nsec));
   out.push_back('-');
   hex(static_cast<std::uint64_t>(st.st_ino));
-  if (!coding.empty()) out.append("-").append(coding);
   out.push_back('"');
+  return out;
+}
+
+// "\"size-mtime-inode-coding\"" from a file's tag and the coding it is sent with.
+std::string variant_tag(std::string_view tag, std::string_view coding) {
+  std::string out(tag.substr(0, tag.size() - 1));
+  out.append("-").append(coding).push_back('"');
   return out;
 }
 
@@ -211,44 +212,100 @@ struct FileServer {
   int dir_fd = -1;
   FileServerOptions options;
   std::vector<std::string> index_names;
+  mutable detail::OpenFileCache cache;
+  // Cleared when RWF_NOWAIT is refused (read_at): reads then go to goro::blocking at once.
+  mutable std::atomic<bool> nowait_reads{true};
 
+  explicit FileServer(const FileServerOptions& o)
+      : options(o), cache(o.cache_files, o.cache_valid) {}
   ~FileServer() {
     if (dir_fd >= 0) ::close(dir_fd);
   }
 
   void serve(Request& req, ResponseWriter& w) const;
-  // Opens the folder's first index file that is there; fd < 0 when none is.
-  void open_index(std::string& rel, File& file, struct stat& st) const;
+  // What path names: the cache's entry when it has a current one, else a lookup made
+  // now, kept in the cache when it is a file or a folder, or whatever it is when
+  // probe (the server's own lookups: index files, precompressed siblings).
+  std::shared_ptr<const FoundPath> find(const std::string& path, bool probe,
+                                        std::int64_t now) const;
+  // Opens and fstat()s path, in one goro::blocking call.
+  std::shared_ptr<const FoundPath> look_up(const std::string& path, std::int64_t now) const;
+  // The folder's first index file that is there (rel becomes its path); else a
+  // missing lookup with the first error that was not ENOENT.
+  std::shared_ptr<const FoundPath> find_index(std::string& rel, std::int64_t now) const;
   // The precompressed sibling of rel the client accepts best that exists (a regular
-  // file): it replaces file and st, and its coding is returned; empty when none.
-  std::string_view open_precompressed(std::string_view accept_encoding, const std::string& rel,
-                                      File& file, struct stat& st) const;
+  // file), into *variant, and its coding; empty when none.
+  std::string_view find_precompressed(std::string_view accept_encoding, const std::string& rel,
+                                      std::int64_t now,
+                                      std::shared_ptr<const FoundPath>* variant) const;
+  // Reads up to len bytes at offset (short only at the end of the file); -1 on an error.
+  ssize_t read_at(int fd, char* buf, std::size_t len, std::uint64_t offset) const;
 };
 
-void FileServer::open_index(std::string& rel, File& file, struct stat& st) const {
-  const std::string folder = rel.empty() || rel.back() == '/' ? rel : rel + "/";
-  int err = -ENOENT;
-  for (const std::string& name : index_names) {
-    std::string candidate = folder + name;
-    int fd = open_beneath(dir_fd, root, candidate);
-    if (fd < 0) {
-      if (err == -ENOENT) err = fd;
-      continue;
-    }
-    if (goro::blocking([&] { return ::fstat(fd, &st); }) != 0 || !S_ISREG(st.st_mode)) {
-      goro::blocking([fd] { ::close(fd); });
-      continue;
-    }
-    file.fd = fd;
-    rel = std::move(candidate);
-    return;
+std::shared_ptr<const FoundPath> FileServer::find(const std::string& path, bool probe,
+                                                  std::int64_t now) const {
+  if (std::shared_ptr<const FoundPath> cached = cache.get(path, now)) {
+    if (cached->kind != FoundPath::Kind::file || cached->still_current()) return cached;
+    cache.drop(path, cached.get());
   }
-  file.fd = err;
+  std::shared_ptr<const FoundPath> found = look_up(path, now);
+  if (probe || found->kind == FoundPath::Kind::file || found->kind == FoundPath::Kind::folder)
+    cache.put(path, found);
+  return found;
 }
 
-std::string_view FileServer::open_precompressed(std::string_view accept_encoding,
-                                                const std::string& rel, File& file,
-                                                struct stat& st) const {
+std::shared_ptr<const FoundPath> FileServer::look_up(const std::string& path,
+                                                     std::int64_t now) const {
+  auto found = std::make_shared<FoundPath>();
+  found->found_at = now;
+  const int fd = goro::blocking([&] {
+    const int opened = open_beneath(dir_fd, root, path);
+    if (opened >= 0 && ::fstat(opened, &found->st) != 0) {
+      const int err = errno;
+      ::close(opened);
+      return -err;
+    }
+    // Only a file's descriptor is kept: a folder is looked into by path.
+    if (opened >= 0 && !S_ISREG(found->st.st_mode)) ::close(opened);
+    return opened;
+  });
+  if (fd < 0) {
+    found->error = -fd;
+    return found;
+  }
+  if (S_ISDIR(found->st.st_mode)) {
+    found->kind = FoundPath::Kind::folder;
+  } else if (!S_ISREG(found->st.st_mode)) {
+    found->kind = FoundPath::Kind::other;
+  } else {
+    found->kind = FoundPath::Kind::file;
+    found->fd = fd;
+    found->etag = entity_tag(found->st);
+    detail::format_http_date(static_cast<long long>(found->st.st_mtime), found->last_modified);
+  }
+  return found;
+}
+
+std::shared_ptr<const FoundPath> FileServer::find_index(std::string& rel, std::int64_t now) const {
+  const std::string folder = rel.empty() || rel.back() == '/' ? rel : rel + "/";
+  int err = ENOENT;
+  for (const std::string& name : index_names) {
+    std::string candidate = folder + name;
+    std::shared_ptr<const FoundPath> found = find(candidate, true, now);
+    if (found->kind == FoundPath::Kind::file) {
+      rel = std::move(candidate);
+      return found;
+    }
+    if (found->kind == FoundPath::Kind::missing && err == ENOENT) err = found->error;
+  }
+  auto none = std::make_shared<FoundPath>();
+  none->error = err;
+  return none;
+}
+
+std::string_view FileServer::find_precompressed(std::string_view accept_encoding,
+                                                const std::string& rel, std::int64_t now,
+                                                std::shared_ptr<const FoundPath>* variant) const {
   // The accepted codings, best first (a tie keeps the server's order).
   const Precompressed* order[std::size(kPrecompressed)];
   int weight[std::size(kPrecompressed)];
@@ -266,19 +323,48 @@ std::string_view FileServer::open_precompressed(std::string_view accept_encoding
     weight[at] = q;
   }
   for (std::size_t i = 0; i < count; ++i) {
-    const int fd = open_beneath(dir_fd, root, rel + std::string(order[i]->suffix));
-    if (fd < 0) continue;
-    struct stat vst = {};
-    if (goro::blocking([&] { return ::fstat(fd, &vst); }) != 0 || !S_ISREG(vst.st_mode)) {
-      goro::blocking([fd] { ::close(fd); });
-      continue;
-    }
-    goro::blocking([old = file.fd] { ::close(old); });
-    file.fd = fd;
-    st = vst;
+    std::shared_ptr<const FoundPath> found = find(rel + std::string(order[i]->suffix), true, now);
+    if (found->kind != FoundPath::Kind::file) continue;
+    *variant = std::move(found);
     return order[i]->coding;
   }
   return {};
+}
+
+ssize_t FileServer::read_at(int fd, char* buf, std::size_t len, std::uint64_t offset) const {
+  std::size_t done = 0;
+  // From the page cache without a system call's hand-off: RWF_NOWAIT fails with EAGAIN
+  // rather than wait for the disk, and what it could not read goes to goro::blocking.
+  while (done < len && nowait_reads.load(std::memory_order_relaxed)) {
+    iovec iov{buf + done, len - done};
+    const ssize_t n = ::preadv2(fd, &iov, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) return static_cast<ssize_t>(done);
+    const int err = errno;
+    if (err == EINTR) continue;
+    // EOPNOTSUPP: a file system (or a kernel before 4.14) without RWF_NOWAIT; ENOSYS: a
+    // kernel without preadv2.
+    const bool unsupported = err == EOPNOTSUPP || err == ENOSYS;
+    if (unsupported) nowait_reads.store(false, std::memory_order_relaxed);
+    if (err != EAGAIN && !unsupported) return -1;
+    break;
+  }
+  if (done == len) return static_cast<ssize_t>(done);
+  return goro::blocking([&]() -> ssize_t {
+    while (done < len) {
+      const ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(offset + done));
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return -1;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return static_cast<ssize_t>(done);
+  });
 }
 
 void FileServer::serve(Request& req, ResponseWriter& w) const {
@@ -295,11 +381,9 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
                                      "invalid path", "file_server");
     return;
   }
-  File file;
-  file.fd = open_beneath(dir_fd, root, rel);
-  struct stat st = {};
-  if (file.fd >= 0 && goro::blocking([&] { return ::fstat(file.fd, &st); }) == 0 &&
-      S_ISDIR(st.st_mode)) {
+  const std::int64_t now = steady_now();
+  std::shared_ptr<const FoundPath> found = find(rel, false, now);
+  if (found->kind == FoundPath::Kind::folder) {
     std::string_view path = req.raw_path();
     if (!path.empty() && path.back() != '/') {
       // A folder named without its trailing slash: send the client to "name/", as Go's
@@ -317,46 +401,37 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
       w.text("301 moved permanently\n", status::moved_permanently);
       return;
     }
-    goro::blocking([folder = file.fd] { ::close(folder); });
-    open_index(rel, file, st);
+    found = find_index(rel, now);
   }
-  if (file.fd < 0) {
-    int err = -file.fd;
-    if (err == EACCES || err == EPERM) {
-      (void)detail::send_builtin_error(req, w, status::forbidden, "403 forbidden\n", "forbidden",
-                                       "file_server");
-    } else {  // ENOENT, EXDEV (escapes the root), ...
-      (void)detail::send_builtin_error(req, w, status::not_found, "404 page not found\n",
-                                       "page not found", "file_server");
-    }
+  if (found->kind == FoundPath::Kind::missing &&
+      (found->error == EACCES || found->error == EPERM)) {
+    (void)detail::send_builtin_error(req, w, status::forbidden, "403 forbidden\n", "forbidden",
+                                     "file_server");
     return;
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (found->kind != FoundPath::Kind::file) {  // ENOENT, EXDEV (escapes the root), a FIFO...
     (void)detail::send_builtin_error(req, w, status::not_found, "404 page not found\n",
                                      "page not found", "file_server");
     return;
   }
 
+  const FileRequestFields fields = read_fields(req);
   Headers& h = w.header();
   std::string_view coding;
-  if (options.precompressed) {
-    const std::string_view accept = req.header("accept-encoding");
-    if (!accept.empty()) {
-      // The answer depends on Accept-Encoding whichever variant goes out.
-      h.set("Vary", "Accept-Encoding");
-      coding = open_precompressed(accept, rel, file, st);
-    }
+  std::shared_ptr<const FoundPath> variant;
+  if (options.precompressed && !fields.accept_encoding.empty()) {
+    // The answer depends on Accept-Encoding whichever variant goes out.
+    detail::add_vary(h, "Accept-Encoding");
+    coding = find_precompressed(fields.accept_encoding, rel, now, &variant);
   }
-  const std::string etag = entity_tag(st, coding);
-  const auto modified = static_cast<long long>(st.st_mtime);
-  char date[30];
-  detail::format_http_date(modified, date);
+  const FoundPath& file = variant != nullptr ? *variant : *found;
+  const std::string coded_tag = coding.empty() ? std::string() : variant_tag(file.etag, coding);
+  const std::string_view etag = coding.empty() ? std::string_view(file.etag) : coded_tag;
   h.set("ETag", etag);
-  h.set("Last-Modified", std::string_view(date, 29));
-  const detail::Validators validators{etag, modified};
-  const detail::Conditions conditions{req.header("if-match"), req.header("if-none-match"),
-                                      req.header("if-modified-since"),
-                                      req.header("if-unmodified-since")};
+  h.set("Last-Modified", std::string_view(file.last_modified, detail::kHttpDateSize));
+  const detail::Validators validators{etag, static_cast<long long>(file.st.st_mtime)};
+  const detail::Conditions conditions{fields.if_match, fields.if_none_match,
+                                      fields.if_modified_since, fields.if_unmodified_since};
   switch (detail::evaluate_preconditions(conditions, validators, true)) {
     case detail::Precondition::proceed: break;
     case detail::Precondition::not_modified:
@@ -372,11 +447,10 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
   h.set("Content-Type", content_type_for(rel));
   if (!coding.empty()) h.set("Content-Encoding", coding);
 
-  auto size = static_cast<std::uint64_t>(st.st_size);
+  auto size = static_cast<std::uint64_t>(file.st.st_size);
   std::uint64_t first = 0, last = size == 0 ? 0 : size - 1;
-  std::string_view range = req.header("range");
-  if (!range.empty() && detail::if_range_allows(req.header("if-range"), validators)) {
-    int r = parse_range(range, size, first, last);
+  if (!fields.range.empty() && detail::if_range_allows(fields.if_range, validators)) {
+    int r = parse_range(fields.range, size, first, last);
     if (r < 0) {
       h.set("Content-Range", "bytes */" + std::to_string(size));
       (void)detail::send_builtin_error(req, w, status::range_not_satisfiable,
@@ -407,8 +481,7 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
   std::uint64_t offset = first, left = length;
   while (left > 0) {
     std::size_t want = left < chunk ? static_cast<std::size_t>(left) : chunk;
-    ssize_t n = goro::blocking(
-        [&] { return ::pread(file.fd, buf.get(), want, static_cast<off_t>(offset)); });
+    const ssize_t n = read_at(file.fd, buf.get(), want, offset);
     if (n <= 0) {
       // The file shrank or failed under us: the declared length cannot be met, which
       // makes the server close the connection.
@@ -422,21 +495,8 @@ void FileServer::serve(Request& req, ResponseWriter& w) const {
 
 }  // namespace
 
-std::string_view content_type_for(std::string_view file_name) noexcept {
-  std::size_t slash = file_name.rfind('/');
-  if (slash != std::string_view::npos) file_name.remove_prefix(slash + 1);
-  std::size_t dot = file_name.rfind('.');
-  if (dot == std::string_view::npos) return "application/octet-stream";
-  std::string_view ext = file_name.substr(dot + 1);
-  for (const Extension& e : kTypes) {
-    if (iequals(e.ext, ext)) return e.type;
-  }
-  return "application/octet-stream";
-}
-
 Handler file_server(std::string root, FileServerOptions options) {
-  auto server = std::make_shared<FileServer>();
-  server->options = std::move(options);
+  auto server = std::make_shared<FileServer>(options);
   std::string_view names = server->options.index;
   while (!names.empty()) {
     const std::size_t space = names.find(' ');

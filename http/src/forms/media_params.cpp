@@ -1,6 +1,10 @@
 #include "forms/media_params.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+
+#include "access.hpp"
 
 namespace goro::http::detail {
 namespace {
@@ -45,6 +49,74 @@ bool read_quoted(std::string_view& s, std::string& out) {
   return false;
 }
 
+// An RFC 2231 / RFC 5987 ext-value, charset'language'%-encoded bytes, decoded; false
+// when it is malformed or its charset is neither UTF-8 nor US-ASCII (Go drops those).
+bool decode_ext_value(std::string_view v, std::string& out) {
+  const std::size_t first = v.find('\'');
+  if (first == std::string_view::npos || first == 0) return false;
+  const std::size_t second = v.find('\'', first + 1);
+  if (second == std::string_view::npos) return false;
+  std::string charset;
+  for (char c : v.substr(0, first)) charset.push_back(lower(c));
+  if (charset != "utf-8" && charset != "us-ascii") return false;
+  out.clear();
+  return percent_decode(v.substr(second + 1), out, false);
+}
+
+// RFC 2231's parameters, as Go's mime.ParseMediaType reads them: name* (an ext-value)
+// takes the place of name; without it, name*0, name*1, ... are joined in order up to the
+// first number missing, a piece named with a trailing '*' (name*1*) being %-encoded, the
+// first of them (name*0*) an ext-value. The starred parameters themselves are not kept.
+void resolve_extended(std::vector<std::pair<std::string, std::string>>& params) {
+  std::vector<std::pair<std::string, std::string>> plain;
+  std::map<std::string, std::string, std::less<>> starred;
+  std::vector<std::string> bases;  // in the order they first appear
+  for (auto& [name, value] : params) {
+    const std::size_t star = name.find('*');
+    if (star == std::string::npos) {
+      plain.emplace_back(std::move(name), std::move(value));
+      continue;
+    }
+    std::string base = name.substr(0, star);
+    if (std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
+    starred.emplace(std::move(name), std::move(value));
+  }
+  auto piece = [&](const std::string& name) -> const std::string* {
+    auto at = starred.find(name);
+    return at == starred.end() ? nullptr : &at->second;
+  };
+  for (const std::string& base : bases) {
+    std::string value, decoded;
+    bool found = false;
+    if (const std::string* whole = piece(base + "*")) {
+      found = decode_ext_value(*whole, value);
+    } else {
+      for (std::size_t n = 0;; ++n) {
+        const std::string simple = base + "*" + std::to_string(n);
+        if (const std::string* v = piece(simple)) {
+          found = true;
+          value.append(*v);
+          continue;
+        }
+        const std::string* encoded = piece(simple + "*");
+        if (encoded == nullptr) break;
+        found = true;
+        decoded.clear();
+        if (n == 0 ? decode_ext_value(*encoded, decoded) : percent_decode(*encoded, decoded, false))
+          value.append(decoded);
+      }
+    }
+    if (!found) continue;
+    auto at = std::find_if(plain.begin(), plain.end(), [&](const auto& p) { return p.first == base; });
+    if (at != plain.end()) {
+      at->second = std::move(value);
+    } else {
+      plain.emplace_back(base, std::move(value));
+    }
+  }
+  params = std::move(plain);
+}
+
 }  // namespace
 
 const std::string* MediaType::param(std::string_view name) const noexcept {
@@ -69,11 +141,11 @@ bool parse_media_type(std::string_view value, MediaType& out, bool is_media_type
   }
   while (true) {
     skip_space(value);
-    if (value.empty()) return true;
+    if (value.empty()) break;
     if (value.front() != ';') return false;
     value.remove_prefix(1);
     skip_space(value);
-    if (value.empty()) return true;  // a trailing ';', as browsers accept
+    if (value.empty()) break;  // a trailing ';', as browsers accept
     std::string name, param_value;
     if (!read_token(value, name, true)) return false;
     skip_space(value);
@@ -88,6 +160,8 @@ bool parse_media_type(std::string_view value, MediaType& out, bool is_media_type
     if (out.param(name) != nullptr) return false;
     out.params.emplace_back(std::move(name), std::move(param_value));
   }
+  resolve_extended(out.params);
+  return true;
 }
 
 }  // namespace goro::http::detail

@@ -18,7 +18,9 @@ struct MediaType {
 };
 
 // Parses value into out: a type (with a '/' when is_media_type, a bare token otherwise),
-// then "; name=value" pairs whose value is a token or a quoted-string. False when
+// then "; name=value" pairs whose value is a token or a quoted-string, RFC 2231's
+// extended and continued parameters (filename*=UTF-8''%E2%82%AC.txt, name*0, name*1*)
+// decoded into their plain names as Go's mime.ParseMediaType does. False when
 // malformed or a parameter repeats.
 bool parse_media_type(std::string_view value, MediaType& out, bool is_media_type = true);
 

@@ -83,12 +83,19 @@ bool is_urlencoded(std::string_view content_type) {
 }  // namespace
 
 std::string Values::encode() const {
+  // Sorted by name as bytes, a name's values in the order held: Go's url.Values.Encode,
+  // so the same values give the same text (a cache key, a signature's input).
+  std::vector<const std::pair<std::string, std::string>*> sorted;
+  sorted.reserve(entries_.size());
+  for (const auto& entry : entries_) sorted.push_back(&entry);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto* a, const auto* b) { return a->first < b->first; });
   std::string out;
-  for (const auto& [key, value] : entries_) {
+  for (const auto* entry : sorted) {
     if (!out.empty()) out.push_back('&');
-    append_escaped(out, key);
+    append_escaped(out, entry->first);
     out.push_back('=');
-    append_escaped(out, value);
+    append_escaped(out, entry->second);
   }
   return out;
 }

@@ -42,7 +42,6 @@
 #include "core/response.hpp"
 #include "h1/head.hpp"
 #include "h1/message_parser.hpp"
-#include "h1/send_file.hpp"
 
 namespace goro::http::detail::h1 {
 namespace {
@@ -79,7 +78,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
         options_(conn.options()),
         parser_(MessageParser::Mode::request, parser_limits(options_), options_.read_buffer_size) {
     // Only a plain socket can take a file's bytes from the kernel: TLS encrypts them here.
-    if (auto* plain = dynamic_cast<net::Conn*>(&stream_)) socket_ = plain->fd();
+    plain_ = dynamic_cast<net::Conn*>(&stream_);
   }
 
   // Bytes already read (the protocol choice's), as if read now.
@@ -122,7 +121,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   std::error_code send_informational(int status, const Headers& fields) override;
   Result<TakenConnection> take_over() override;
   std::error_code set_deadline(net::IoMode mode, net::Deadline d) override;
-  bool can_send_file() const override { return socket_ >= 0; }
+  bool can_send_file() const override { return plain_ != nullptr; }
   std::error_code send_file(int fd, std::uint64_t offset, std::uint64_t count) override;
 
  private:
@@ -160,7 +159,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   bool finishing_ = false;  // writes now end a response; they may be batched
   bool request_ctx_made_ = false;
   Framing framing_ = Framing::none;
-  int socket_ = -1;  // the plain TCP socket's descriptor, for sendfile; -1 on TLS
+  net::Conn* plain_ = nullptr;  // stream_ when it is a plain socket, for sendfile; not on TLS
   std::error_code body_error_;
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
@@ -668,11 +667,11 @@ std::error_code Exchange::set_deadline(net::IoMode mode, net::Deadline d) {
 // the request's context (the client hung up, shutdown's deadline).
 std::error_code Exchange::send_file(int fd, std::uint64_t offset, std::uint64_t count) {
   if (std::error_code ec = flush_out()) return ec;
-  const net::Deadline deadline =
-      write_deadline_ == net::Deadline::max() ? net::no_deadline : write_deadline_;
   std::uint64_t sent = 0;
-  std::error_code ec =
-      h1::send_file(socket_, fd, offset, count, deadline, request_.context(), sent);
+  std::error_code ec = net::with_context(stream_, net::IoMode::write, request_.context(),
+                                         [&] { return plain_->send_file(fd, offset, count, sent); });
+  // The file is shorter than it was: the promised length cannot be met.
+  if (!ec && sent < count) ec = make_error_code(errc::unexpected_eof);
   conn_.count_out(static_cast<std::size_t>(sent));
   if (!ec) return {};
   close_after_ = true;

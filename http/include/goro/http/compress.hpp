@@ -7,7 +7,7 @@
 // compress() wraps the ResponseWriter: the handler writes plain bytes and the client gets
 // them coded. It decides at the first write or flush that must reach the client,
 // when the status and headers are known, and leaves the body alone when:
-//  - the request is a HEAD or has a Range, or the client accepts none of the codings;
+//  - the request has a Range, or the client accepts none of the codings;
 //  - the status is 1xx, 204, 206 or 304, or the response has Content-Encoding or
 //    Content-Range already;
 //  - the Content-Type is not in CompressOptions::types (none set counts as not);
@@ -20,6 +20,10 @@
 // compressible type gets "Vary: Accept-Encoding", compressed or not, so that a cache
 // keeps the two apart. A flush() sends what the handler wrote so far decodable at once
 // (zlib's Z_SYNC_FLUSH, brotli's and zstd's flush), at a cost of a few bytes of ratio.
+// A HEAD is answered as the GET would be, without the body, as Go's gzip handlers do:
+// the same decision, so the same Vary, Content-Encoding and weak ETag, and no
+// Content-Length where the GET's body would be coded (its coded length is not known
+// without coding it, which a HEAD does not do).
 //
 // decompress_requests() decodes a request body whose Content-Encoding is gzip, deflate,
 // br or zstd as the handler reads it, a piece at a time: memory stays bounded however

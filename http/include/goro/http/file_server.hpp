@@ -16,10 +16,16 @@
 // root can be reached: ".." segments (also as %2e%2e) are refused (400), and files are
 // opened with openat2(RESOLVE_BENEATH): the kernel follows a symbolic link only if it
 // is relative and stays beneath the root, so links pointing out — and absolute links —
-// get 404. File I/O runs in goro::blocking, so a slow disk holds a thread, not the
-// scheduler; sendfile(2) excepted (nginx's way: docs/http.md, "File server").
+// get 404. Files served lately stay open (FileServerOptions::cache_files), checked
+// with one statx(2) on the descriptor per request. File I/O runs in goro::blocking, so a
+// slow disk holds a thread, not the scheduler; three calls excepted (docs/http.md, "File
+// server"): that statx (AT_STATX_DONT_SYNC: the inode in memory), reads that the page
+// cache answers (preadv2 with RWF_NOWAIT, which fails rather than wait for the disk),
+// and sendfile(2) (nginx's way).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -41,6 +47,17 @@ struct FileServerOptions {
   // response to a request with Accept-Encoding carries "Vary: Accept-Encoding". The
   // siblings are files you make (brotli -k, zstd -k, gzip -k); none is made here.
   bool precompressed = true;
+  // Files kept open between requests, as nginx's open_file_cache: the descriptor, stat
+  // and validators of up to this many lookups, so that serving a file again costs one
+  // statx(2) instead of openat2, fstat and close. The statx checks the file on every
+  // use: one written, truncated, deleted, renamed or replaced (a rename over it), or
+  // with new permissions, is seen at once. What a path leads to is trusted for
+  // cache_valid: a folder renamed or made unreadable, a symbolic link on the way
+  // pointed elsewhere, a precompressed sibling or index file that appeared. Each file
+  // held costs a descriptor. 0: off, every request opens its file.
+  std::size_t cache_files = 128;
+  // How long a lookup in that cache is trusted; then the path is looked up again.
+  std::chrono::milliseconds cache_valid = std::chrono::seconds(1);
 };
 
 // A handler serving the files under root. Throws std::system_error when root is not a

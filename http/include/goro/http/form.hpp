@@ -51,7 +51,8 @@ class Values {
   // Replaces every value of name by one.
   void set(std::string_view name, std::string value);
   void remove(std::string_view name);
-  // "a=1&b=x+y", percent-encoded as a form is, in the order held.
+  // "a=1&a=2&b=x+y", percent-encoded as a form is, sorted by name (as bytes) and each
+  // name's values in the order held: Go's url.Values.Encode.
   std::string encode() const;
 
   const std::vector<std::pair<std::string, std::string>>& entries() const noexcept {

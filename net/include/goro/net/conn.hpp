@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <system_error>
 
@@ -48,6 +49,15 @@ class Conn final : public Stream {
   Result<std::size_t> read_full(void* buf, std::size_t len);
   Result<std::size_t> write(const void* buf, std::size_t len) override;
   Result<std::size_t> writev(const struct iovec* iov, int count) override;
+  // Sends count bytes of the open file `file` from offset by sendfile(2): from the page
+  // cache to the socket, no copy through user space (a TCP or Unix stream socket). Parks
+  // while the socket is full and returns as write() does (the write deadline, close();
+  // with_context for a Context); sent counts the bytes that went, also on failure. {}
+  // with sent < count means the file ended first. The call itself is not made in
+  // goro::blocking: pages of the file not in the page cache are read from the disk while
+  // the thread keeps its P (nginx's trade; docs/net.md).
+  std::error_code send_file(int file, std::uint64_t offset, std::uint64_t count,
+                            std::uint64_t& sent);
   std::error_code close() override;
 
   // Half-close: sends FIN; the peer reads end of stream, this end can still read.
