@@ -144,9 +144,12 @@ const std::error_category& category() noexcept {
 
 struct Client::State {
   explicit State(Options o)
-      : opt(std::move(o)), slots(static_cast<std::size_t>(std::max(1, opt.pool_size))) {}
+      : opt(std::move(o)),
+        max_idle(opt.max_idle.value_or(opt.pool_size)),
+        slots(static_cast<std::size_t>(std::max(1, opt.pool_size))) {}
 
   const Options opt;
+  const int max_idle;
   Chan<char> slots;  // a token per connection in use or being dialed
 
   // A goro::Mutex, not a std::mutex: a goroutine preempted while holding it must not
@@ -154,6 +157,11 @@ struct Client::State {
   mutable goro::Mutex mu;
   std::vector<std::unique_ptr<Link>> idle;  // (mu) newest last
   int open = 0;                             // (mu) idle, in use and being dialed
+  // (mu) calls that wait for a slot, or have one and have not yet looked at the idle
+  // list: a connection given back while any does is kept for them whatever max_idle
+  // says, else a burst of check-ins closes connections that the waiters, woken but not
+  // yet run, would have to dial again.
+  int waiting = 0;
   bool closed = false;                      // (mu)
   int dial_failures = 0;                    // (mu) in a row
   Clock::time_point next_dial{};            // (mu) no dial before this after failures
@@ -207,15 +215,24 @@ struct Client::State {
 
   // A connection for one exchange, and whether it was idle before (reused).
   Result<std::unique_ptr<Link>, Error> checkout(const Context& ctx, bool* reused) {
-    if (!slots.try_send('x')) {
+    const bool waited = !slots.try_send('x');
+    if (waited) {
       waits.fetch_add(1, std::memory_order_relaxed);
-      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0)
+      {
+        std::lock_guard lock(mu);
+        ++waiting;
+      }
+      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0) {
+        std::lock_guard lock(mu);
+        --waiting;
         return wrap(ctx.err(), "waiting for a connection to");
+      }
     }
     std::vector<std::unique_ptr<Link>> stale;
     std::unique_ptr<Link> link;
     {
       std::lock_guard lock(mu);
+      if (waited) --waiting;
       if (closed) {
         (void)slots.try_recv();
         return Error(errc::closed, "redis: the client is closed");
@@ -267,7 +284,8 @@ struct Client::State {
   void checkin(std::unique_ptr<Link> link, bool healthy) {
     {
       std::lock_guard lock(mu);
-      if (healthy && !closed && static_cast<int>(idle.size()) < opt.max_idle) {
+      const int kept = static_cast<int>(idle.size());
+      if (healthy && !closed && (kept < max_idle || kept < waiting)) {
         link->last_used = Clock::now();
         idle.push_back(std::move(link));
       } else {

@@ -19,7 +19,7 @@
 // an error there is a Reply with is_error().
 //
 // Connections: at most Options::pool_size open at once, kept idle up to max_idle for
-// idle_timeout; a call waits (under its Context) for one to come free. A connection
+// idle_timeout (and beyond max_idle while calls wait for one); a call waits (under its Context) for one to come free. A connection
 // taken from the idle list is checked first (has the server closed it?), and a call
 // that fails on a reused connection because the server closed it (a restart) is tried
 // once more on a new one. Dials that fail back off: after a failure the next dial waits
@@ -70,7 +70,9 @@ struct Options {
   std::string password{};  // AUTH password when not empty
   int db = 0;            // SELECT db when not 0
   int pool_size = 10;    // connections open at once, at most
-  int max_idle = 10;     // idle connections kept, at most
+  // Idle connections kept, at most; unset: pool_size. Fewer than pool_size closes
+  // connections whenever the load dips and dials them again when it comes back.
+  std::optional<int> max_idle{};
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds dial_timeout{std::chrono::seconds(5)};
   std::chrono::milliseconds read_timeout{std::chrono::seconds(3)};   // per reply
