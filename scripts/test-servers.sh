@@ -5,6 +5,8 @@
 #
 #   test-servers.sh pg start DIR [MAX_CONNECTIONS] [tls]
 #                                                   prints a libpq connection string
+#   test-servers.sh pg restart DIR [SECONDS_DOWN]   stops it (fast: sessions end), waits,
+#                                                   starts it again on the same data
 #   test-servers.sh pg stop DIR                     stops it, removes DIR
 #   test-servers.sh redis start DIR                 prints the socket's path
 #   test-servers.sh redis stop DIR                  stops it, removes DIR
@@ -14,7 +16,8 @@
 #   test-servers.sh mariadb stop DIR                stops it, removes DIR
 #
 # PostgreSQL: Debian's newest /usr/lib/postgresql/*/bin, initdb with trust
-# authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100). It
+# authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100), the
+# settings in its postgresql.conf (so that a restart keeps them). It
 # refuses to run as root, so as root it runs as the user postgres (the Debian package
 # makes it), which gets DIR. With "tls" it also listens on a free port of 127.0.0.1 with
 # ssl=on (a self-signed certificate made with openssl in DIR), and the connection string
@@ -36,7 +39,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 pg|redis|mariadb start|stop DIR [MAX_CONNECTIONS]" >&2
+  echo "usage: $0 pg|redis|mariadb start|restart|stop DIR [MAX_CONNECTIONS]" >&2
   exit 2
 }
 [ "$#" -ge 3 ] || usage
@@ -64,7 +67,7 @@ free_port() {
 }
 
 pg_start() {
-  local bin max=${1:-100} tls=${2:-} listen="listen_addresses=''" port=""
+  local bin max=${1:-100} tls=${2:-} listen="listen_addresses = ''" port=""
   if ! bin=$(pg_bin); then
     echo "test-servers: PostgreSQL is not installed (apt-get install postgresql)" >&2
     exit 77
@@ -96,19 +99,38 @@ pg_start() {
     chmod 600 "$dir/data/server.key"
     [ "$(id -u)" -eq 0 ] && chown postgres "$dir/data/server.key" "$dir/data/server.crt"
     port=$(free_port)
-    listen="listen_addresses=127.0.0.1 -c port=$port -c ssl=on"
+    listen="listen_addresses = '127.0.0.1'
+port = $port
+ssl = on"
   fi
-  if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-    -o "-c $listen -k $dir -c max_connections=$max -c fsync=off -c full_page_writes=off" \
-    start >/dev/null; then
-    cat "$dir/server.log" >&2 || true
-    exit 1
-  fi
+  cat >>"$dir/data/postgresql.conf" <<CONF
+$listen
+unix_socket_directories = '$dir'
+max_connections = $max
+fsync = off
+full_page_writes = off
+CONF
+  pg_ctl_start "$bin"
   if [ -n "$port" ]; then
     printf 'host=127.0.0.1 port=%s user=goro dbname=postgres sslmode=require\n' "$port"
   else
     printf 'host=%s user=goro dbname=postgres\n' "$dir"
   fi
+}
+
+pg_ctl_start() {
+  if ! as_owner "$1/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 start >/dev/null; then
+    cat "$dir/server.log" >&2 || true
+    exit 1
+  fi
+}
+
+pg_restart() {
+  local bin
+  bin=$(pg_bin)
+  as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null
+  sleep "${1:-0}"
+  pg_ctl_start "$bin"
 }
 
 pg_stop() {
@@ -225,6 +247,7 @@ mariadb_stop() {
 
 case "$server:$action" in
   pg:start) pg_start "${4:-}" "${5:-}" ;;
+  pg:restart) pg_restart "${4:-}" ;;
   pg:stop) pg_stop ;;
   redis:start) redis_start ;;
   redis:stop) redis_stop ;;

@@ -14,9 +14,12 @@ namespace goro::pg {
 
 struct Pool::State {
   explicit State(Options o)
-      : opt(std::move(o)), slots(static_cast<std::size_t>(std::max(1, opt.max_open))) {}
+      : opt(std::move(o)),
+        max_idle(opt.max_idle.value_or(opt.max_open)),
+        slots(static_cast<std::size_t>(std::max(1, opt.max_open))) {}
 
   const Options opt;
+  const int max_idle;
   Chan<char> slots;  // a token per connection in use or being made
 
   // A goro::Mutex, not a std::mutex: a goroutine preempted while holding it must not
@@ -24,7 +27,15 @@ struct Pool::State {
   mutable goro::Mutex mu;
   std::vector<std::unique_ptr<Conn>> idle;  // (mu) newest last
   int open = 0;                             // (mu) idle, in use and being made
+  // (mu) calls that wait for a slot, or have one and have not yet looked at the idle
+  // list: a connection given back while any does is kept for them whatever max_idle
+  // says, else a burst of check-ins closes connections that the waiters, woken but not
+  // yet run, would have to make again.
+  int waiting = 0;
   bool closed = false;                      // (mu)
+  int connect_failures = 0;                 // (mu) in a row
+  Clock::time_point next_connect{};         // (mu) no connect before this after failures
+  Error last_connect_error;                 // (mu)
 
   std::atomic<std::uint64_t> connects{0}, connect_errors{0}, waits{0}, discarded{0};
 
@@ -37,16 +48,25 @@ struct Pool::State {
 
   // A connection, holding a slot until checkin.
   Result<std::unique_ptr<Conn>, Error> checkout(const Context& ctx) {
-    if (!slots.try_send('x')) {
+    const bool waited = !slots.try_send('x');
+    if (waited) {
       waits.fetch_add(1, std::memory_order_relaxed);
-      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0)
+      {
+        std::lock_guard lock(mu);
+        ++waiting;
+      }
+      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0) {
+        std::lock_guard lock(mu);
+        --waiting;
         return Error(ctx.err(), "pg: waiting for a connection: " + ctx.err().message());
+      }
     }
     std::vector<std::unique_ptr<Conn>> stale;
     std::unique_ptr<Conn> conn;
     std::uint64_t unhealthy = 0;
     {
       std::lock_guard lock(mu);
+      if (waited) --waiting;
       if (closed) {
         (void)slots.try_recv();
         return Error(errc::closed, "pg: the pool is closed");
@@ -66,19 +86,33 @@ struct Pool::State {
         conn = std::move(c);
         break;
       }
-      if (!conn) ++open;
+      if (!conn) {
+        if (connect_failures > 0 && now < next_connect) {
+          (void)slots.try_recv();
+          return last_connect_error;
+        }
+        ++open;
+      }
     }
     discarded.fetch_add(unhealthy, std::memory_order_relaxed);
     stale.clear();  // closes them, outside the lock
     if (conn) return conn;
     Result<std::unique_ptr<Conn>, Error> fresh = connect(ctx);
-    if (!fresh) {
-      {
-        std::lock_guard lock(mu);
-        --open;
+    {
+      std::lock_guard lock(mu);
+      if (fresh) {
+        connect_failures = 0;
+        return fresh;
       }
-      (void)slots.try_recv();
+      --open;
+      // A call whose Context ended says nothing about the server.
+      if (!ctx.err()) {
+        ++connect_failures;
+        next_connect = Clock::now() + backoff(connect_failures - 1, opt.max_backoff);
+        last_connect_error = fresh.error();
+      }
     }
+    (void)slots.try_recv();
     return fresh;
   }
 
@@ -89,7 +123,8 @@ struct Pool::State {
     const auto now = Clock::now();
     {
       std::lock_guard lock(mu);
-      if (fit && !closed && static_cast<int>(idle.size()) < opt.max_idle &&
+      const int kept = static_cast<int>(idle.size());
+      if (fit && !closed && (kept < max_idle || kept < waiting) &&
           now - conn->created <= opt.max_lifetime) {
         conn->last_used = now;
         idle.push_back(std::move(conn));
@@ -114,6 +149,14 @@ struct Pool::State {
 Result<std::unique_ptr<Conn>, Error> connect_outside(Pool::State& pool, const Context& ctx) {
   return pool.connect(ctx);
 }
+
+const Options& options_of(const Pool::State& pool) { return pool.opt; }
+
+Result<std::unique_ptr<Conn>, Error> checkout(Pool::State& pool, const Context& ctx) {
+  return pool.checkout(ctx);
+}
+
+void checkin(Pool::State& pool, std::unique_ptr<Conn> conn) { pool.checkin(std::move(conn)); }
 
 namespace {
 
