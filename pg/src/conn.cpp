@@ -19,9 +19,18 @@ namespace goro::pg {
 
 namespace {
 
+// libpq's words on one line: its line breaks (and the tabs after them) become a space.
 std::string trimmed(const char* words) {
-  std::string s = words != nullptr ? words : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string s;
+  for (const char* p = words != nullptr ? words : ""; *p != '\0'; ++p) {
+    if (*p != '\n') {
+      s += *p;
+      continue;
+    }
+    while (p[1] == '\t' || p[1] == ' ') ++p;
+    s += ' ';
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
 
@@ -237,7 +246,11 @@ Result<ResultPtr, Error> Conn::exchange(const Context& ctx, Send send, bool copy
   std::error_code ec = flush(ctx);
   if (!ec) ec = collect(ctx, kept, true);
   if (ec) return give_up(ec, ctx);
-  if (!kept) return failure("reading a result");
+  if (!kept) {
+    if (PQstatus(pg) == CONNECTION_BAD) return failure("reading a result");
+    broken = true;
+    return Error(errc::protocol_error, "pg: the server answered the statement with no result");
+  }
   const ExecStatusType status = PQresultStatus(kept.get());
   switch (status) {
     case PGRES_COMMAND_OK:
@@ -246,7 +259,12 @@ Result<ResultPtr, Error> Conn::exchange(const Context& ctx, Send send, bool copy
       return kept;
     case PGRES_FATAL_ERROR:
     case PGRES_NONFATAL_ERROR:
-      return server_error(kept.get());
+      if (PQresultErrorField(kept.get(), PG_DIAG_SQLSTATE) != nullptr) return server_error(kept.get());
+      // Not the server's words but libpq's: the connection broke, or what came was not
+      // the protocol, and nothing more that comes on it can be trusted.
+      if (PQstatus(pg) == CONNECTION_BAD) return failure("talking to the server");
+      broken = true;
+      return Error(errc::protocol_error, "pg: " + trimmed(PQresultErrorMessage(kept.get())));
     case PGRES_COPY_IN:
     case PGRES_COPY_OUT: {
       if (copy) return kept;

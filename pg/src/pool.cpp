@@ -27,11 +27,6 @@ struct Pool::State {
   mutable goro::Mutex mu;
   std::vector<std::unique_ptr<Conn>> idle;  // (mu) newest last
   int open = 0;                             // (mu) idle, in use and being made
-  // (mu) calls that wait for a slot, or have one and have not yet looked at the idle
-  // list: a connection given back while any does is kept for them whatever max_idle
-  // says, else a burst of check-ins closes connections that the waiters, woken but not
-  // yet run, would have to make again.
-  int waiting = 0;
   bool closed = false;                      // (mu)
   int connect_failures = 0;                 // (mu) in a row
   Clock::time_point next_connect{};         // (mu) no connect before this after failures
@@ -48,25 +43,16 @@ struct Pool::State {
 
   // A connection, holding a slot until checkin.
   Result<std::unique_ptr<Conn>, Error> checkout(const Context& ctx) {
-    const bool waited = !slots.try_send('x');
-    if (waited) {
+    if (!slots.try_send('x')) {
       waits.fetch_add(1, std::memory_order_relaxed);
-      {
-        std::lock_guard lock(mu);
-        ++waiting;
-      }
-      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0) {
-        std::lock_guard lock(mu);
-        --waiting;
+      if (goro::select(goro::send_case(slots, 'x'), goro::recv_case(ctx.done())) != 0)
         return Error(ctx.err(), "pg: waiting for a connection: " + ctx.err().message());
-      }
     }
     std::vector<std::unique_ptr<Conn>> stale;
     std::unique_ptr<Conn> conn;
     std::uint64_t unhealthy = 0;
     {
       std::lock_guard lock(mu);
-      if (waited) --waiting;
       if (closed) {
         (void)slots.try_recv();
         return Error(errc::closed, "pg: the pool is closed");
@@ -123,8 +109,7 @@ struct Pool::State {
     const auto now = Clock::now();
     {
       std::lock_guard lock(mu);
-      const int kept = static_cast<int>(idle.size());
-      if (fit && !closed && (kept < max_idle || kept < waiting) &&
+      if (fit && !closed && static_cast<int>(idle.size()) < max_idle &&
           now - conn->created <= opt.max_lifetime) {
         conn->last_used = now;
         idle.push_back(std::move(conn));

@@ -42,7 +42,7 @@
 //
 // Connections: at most Options::max_open in use or idle at once (listeners not
 // counted); a call waits, under its Context, for one to come free. Up to max_idle are
-// kept idle (more while calls wait for one). A connection older than max_lifetime, idle longer than max_idle_time, or
+// kept idle. A connection older than max_lifetime, idle longer than max_idle_time, or
 // that fails its check when taken from the idle list (libpq says it is broken, or the
 // server has closed it) is closed; so is one that broke under a call, or that a call
 // left inside a transaction (BEGIN through exec; use begin() instead).
