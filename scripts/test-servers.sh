@@ -10,6 +10,11 @@
 #   test-servers.sh pg stop DIR                     stops it, removes DIR
 #   test-servers.sh redis start DIR                 prints the socket's path
 #   test-servers.sh redis stop DIR                  stops it, removes DIR
+#   test-servers.sh sentinel start DIR              a Redis master, its replica and a
+#                                                   sentinel watching them, on free ports
+#                                                   of 127.0.0.1; prints master=, replica=
+#                                                   and sentinel= (host:port) and name=
+#   test-servers.sh sentinel stop DIR               stops all three, removes DIR
 #   test-servers.sh mariadb start DIR [MAX_CONNECTIONS]
 #                                                   prints host=, port=, user=, password=
 #                                                   and socket= on one line
@@ -22,6 +27,10 @@
 # makes it), which gets DIR. With "tls" it also listens on a free port of 127.0.0.1 with
 # ssl=on (a self-signed certificate made with openssl in DIR), and the connection string
 # is for that port with sslmode=require. Redis: redis-server without persistence.
+# Sentinel: three redis-servers without persistence (the sentinel is redis-server
+# --sentinel, as Debian's redis-sentinel is), the sentinel's quorum 1 and its timeouts
+# short (down after 1 s, a failover within 5 s), so that SENTINEL FAILOVER goro works
+# in a test; it returns once the sentinel has found the replica.
 # MariaDB: mariadbd on a data folder that mariadb-install-db makes in DIR, listening on
 # a free port of 127.0.0.1 and on a socket in DIR, with MAX_CONNECTIONS (default 100).
 # The grant tables are on (not --skip-grant-tables), so a client goes through the
@@ -39,7 +48,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 pg|redis|mariadb start|restart|stop DIR [MAX_CONNECTIONS]" >&2
+  echo "usage: $0 pg|redis|sentinel|mariadb start|restart|stop DIR [MAX_CONNECTIONS]" >&2
   exit 2
 }
 [ "$#" -ge 3 ] || usage
@@ -175,6 +184,72 @@ redis_stop() {
   rm -rf "$dir"
 }
 
+# redis-server NAME PORT [ARGS...]: one more in DIR, daemonized, its files named NAME.
+redis_on_port() {
+  local name=$1 port=$2
+  shift 2
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$dir/$name.pid" --logfile "$dir/$name.log" --shutdown-timeout 0 "$@"
+}
+
+# Waits (10 s at most) until redis-cli -p PORT ARGS... prints a line matching PATTERN.
+redis_wait_for() {
+  local port=$1 pattern=$2
+  shift 2
+  for _ in $(seq 1 200); do
+    redis-cli -p "$port" "$@" 2>/dev/null | grep -q "$pattern" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+sentinel_start() {
+  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    echo "test-servers: redis-server is not installed (apt-get install redis-server)" >&2
+    exit 77
+  fi
+  mkdir -p "$dir"
+  local master replica sentinel
+  master=$(free_port) replica=$(free_port) sentinel=$(free_port)
+  redis_on_port master "$master"
+  redis_on_port replica "$replica" --replicaof 127.0.0.1 "$master"
+  cat >"$dir/sentinel.conf" <<CONF
+port $sentinel
+bind 127.0.0.1
+daemonize yes
+pidfile $dir/sentinel.pid
+logfile $dir/sentinel.log
+dir $dir
+sentinel monitor goro 127.0.0.1 $master 1
+sentinel down-after-milliseconds goro 1000
+sentinel failover-timeout goro 5000
+CONF
+  redis-server "$dir/sentinel.conf" --sentinel
+  if ! redis_wait_for "$replica" 'master_link_status:up' INFO replication ||
+    ! redis_wait_for "$sentinel" "^$replica\$" SENTINEL replicas goro; then
+    cat "$dir"/*.log >&2 || true
+    sentinel_stop
+    exit 1
+  fi
+  printf 'master=127.0.0.1:%s replica=127.0.0.1:%s sentinel=127.0.0.1:%s name=goro\n' \
+    "$master" "$replica" "$sentinel"
+}
+
+sentinel_stop() {
+  local pids=() pid name
+  for name in sentinel replica master; do
+    [ -f "$dir/$name.pid" ] && pids+=("$(cat "$dir/$name.pid")")
+  done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+  done
+  rm -rf "$dir"
+}
+
 # The server's settings, for mariadb-install-db's bootstrap and for the server itself.
 mariadb_options() {
   local user=()
@@ -251,6 +326,8 @@ case "$server:$action" in
   pg:stop) pg_stop ;;
   redis:start) redis_start ;;
   redis:stop) redis_stop ;;
+  sentinel:start) sentinel_start ;;
+  sentinel:stop) sentinel_stop ;;
   mariadb:start) mariadb_start "${4:-}" ;;
   mariadb:stop) mariadb_stop ;;
   *) usage ;;
