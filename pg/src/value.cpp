@@ -50,7 +50,12 @@ bool parse_time(std::string_view s, system_clock::time_point& out) {
   std::size_t pos = 0;
   auto number = [&](std::size_t digits, int& v) {
     if (pos + digits > s.size()) return false;
-    if (!parse_int(s.substr(pos, digits), v)) return false;
+    v = 0;
+    for (std::size_t i = 0; i < digits; ++i) {
+      const char c = s[pos + i];
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
     pos += digits;
     return true;
   };
@@ -93,9 +98,17 @@ bool parse_time(std::string_view s, system_clock::time_point& out) {
   const std::chrono::year_month_day ymd{std::chrono::year(y), std::chrono::month(mo),
                                         std::chrono::day(d)};
   if (!ymd.ok() || h > 24 || mi > 59 || sec > 60) return false;
-  out = std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
-        std::chrono::seconds(sec) + std::chrono::microseconds(micros) -
-        std::chrono::seconds(offset);
+  // In microseconds first (PostgreSQL's own unit, good for 292,000 years), then only
+  // what system_clock's nanoseconds hold (1677-09-21 to 2262-04-11).
+  const std::chrono::sys_time<std::chrono::microseconds> t =
+      std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
+      std::chrono::seconds(sec) + std::chrono::microseconds(micros) -
+      std::chrono::seconds(offset);
+  using Nanos = system_clock::duration;
+  constexpr auto lowest = std::chrono::floor<std::chrono::microseconds>(Nanos::min());
+  constexpr auto highest = std::chrono::floor<std::chrono::microseconds>(Nanos::max());
+  if (t.time_since_epoch() < lowest || t.time_since_epoch() > highest) return false;
+  out = system_clock::time_point(std::chrono::duration_cast<Nanos>(t.time_since_epoch()));
   return true;
 }
 
@@ -339,7 +352,8 @@ Error Row::read(int column, Uuid& out) const {
 Error Row::read(int column, system_clock::time_point& out) const {
   if (Error e = check(column)) return e;
   const std::string_view t = text(column);
-  if (!parse_time(t, out)) return unreadable(res_, column, t, "a timestamp");
+  if (!parse_time(t, out))
+    return unreadable(res_, column, t, "a timestamp from 1677-09-21 to 2262-04-11 (system_clock's)");
   return {};
 }
 
