@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL, Redis and MariaDB servers for the tests and benchmarks that drive
-# the real client libraries (tests/clibs/, tests/hooks/, examples/pg_api/, loadtest/clibs/).
+# the real client libraries and goro's own clients (tests/clibs/, tests/hooks/, tests/pg/,
+# tests/redis/, examples/pg_api/, examples/notes/, loadtest/clibs/, loadtest/data/).
 # Each lives in a folder of its own and listens on a Unix socket in that folder.
 #
 #   test-servers.sh pg start DIR [MAX_CONNECTIONS] [tls]

@@ -18,7 +18,9 @@
 # Per run: requests/s, p50 and p99 latency, the server's CPU seconds and requests per
 # CPU second (less disturbed by what shares the machine than requests/s), and the most
 # connections redis-server and PostgreSQL saw from the server (sampled every 0.2 s, the
-# sampler's own not counted), which must stay within POOL. A run counts only if the
+# sampler's own not counted), which must stay within POOL, and how many different
+# PostgreSQL connections it saw (backend pids), which must too: a pool that closes and
+# makes connections under load (it once did) shows there. A run counts only if the
 # server is alive at its end and wrk saw no socket error and no non-2xx answer;
 # otherwise the script says which and exits 1.
 #
@@ -101,8 +103,13 @@ pg_conns() {
   if [ -z "$conninfo" ]; then echo 0; return; fi
   psql -qtA "$conninfo" -c "SELECT count(*) - 1 FROM pg_stat_activity WHERE backend_type = 'client backend'"
 }
+# The server's client backends now, one pid a line, the sampler's own not listed.
+pg_pids() {
+  [ -n "$conninfo" ] || return 0
+  psql -qtA "$conninfo" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+}
 
-echo "scenario,peer,round,requests_per_s,p50_ms,p99_ms,cpu_s,requests_per_cpu_s,max_redis_conns,max_pg_conns" >"$out/results.csv"
+echo "scenario,peer,round,requests_per_s,p50_ms,p99_ms,cpu_s,requests_per_cpu_s,max_redis_conns,max_pg_conns,pg_conns_seen" >"$out/results.csv"
 failed=0
 run_one() {
   local scenario=$1 peer=$2 round=$3 cmd url_path
@@ -125,9 +132,11 @@ run_one() {
     sleep 0.05
   done
   pin 1 wrk -t1 -c"$conns" -d"${warmup}s" "http://127.0.0.1:$port$url_path" >/dev/null
+  : >"$work/pids"
   (most_redis=0 most_pg=0; while :; do
      n=$(redis_conns) && [ "$n" -gt "$most_redis" ] && most_redis=$n
      n=$(pg_conns) && [ "$n" -gt "$most_pg" ] && most_pg=$n
+     pg_pids >>"$work/pids" || true
      echo "$most_redis $most_pg" >"$work/most"
      sleep 0.2
    done) &
@@ -145,19 +154,21 @@ run_one() {
   grep -q "Non-2xx" <<<"$wrk_out" && why="${why:+$why; }non-2xx answers"
   kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true
   server_pid=""
-  local rps p50 p99 cpu per_cpu most_redis most_pg
+  local rps p50 p99 cpu per_cpu most_redis most_pg seen
   rps=$(awk '/^Requests\/sec/ { printf "%.0f", $2 }' <<<"$wrk_out")
   p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$wrk_out")")
   p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$wrk_out")")
   cpu=$(awk -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')
   per_cpu=$(awk -v r="$rps" -v d="$duration" -v c="$cpu" 'BEGIN { printf "%.0f", (c > 0) ? r * d / c : 0 }')
   read -r most_redis most_pg <"$work/most" || { most_redis=0; most_pg=0; }
-  rm -f "$work/most"
+  seen=$(sort -u "$work/pids" | grep -c . || true)
+  rm -f "$work/most" "$work/pids"
   [ "$most_redis" -le "$pool" ] || why="${why:+$why; }$most_redis connections to Redis, over $pool"
   [ "$most_pg" -le "$pool" ] || why="${why:+$why; }$most_pg connections to PostgreSQL, over $pool"
-  echo "$scenario,$peer,$round,$rps,$p50,$p99,$cpu,$per_cpu,$most_redis,$most_pg" >>"$out/results.csv"
+  [ "$seen" -le "$pool" ] || why="${why:+$why; }$seen PostgreSQL connections seen, over $pool: the pool makes them again"
+  echo "$scenario,$peer,$round,$rps,$p50,$p99,$cpu,$per_cpu,$most_redis,$most_pg,$seen" >>"$out/results.csv"
   log "data: $scenario $peer round $round: $rps req/s, p50 $p50 ms, p99 $p99 ms, $cpu CPU s," \
-    "$most_redis Redis and $most_pg PostgreSQL connections${why:+ — FAILED: $why}"
+    "$most_redis Redis and $most_pg PostgreSQL connections ($seen seen)${why:+ — FAILED: $why}"
   if [ -n "$why" ]; then failed=1; fi
 }
 
@@ -181,12 +192,13 @@ for scenario in dict.fromkeys(r["scenario"] for r in rows):
         return max(int(r[key]) for r in mine if r["peer"] == peer)
     print(f"{what[scenario]}: {sys.argv[2]} connections, pools of {sys.argv[3]}, 1 server core, "
           f"median of {sum(r['peer'] == 'goro' for r in mine)} runs\n")
-    print("| server | requests/s | p50 ms | p99 ms | requests per CPU-s | most Redis / PostgreSQL connections |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| server | requests/s | p50 ms | p99 ms | requests per CPU-s | most Redis / PostgreSQL connections | PostgreSQL connections seen |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for peer, name in names:
         print(f"| {name} | {med(peer, 'requests_per_s'):,.0f} | {med(peer, 'p50_ms'):.2f} | "
               f"{med(peer, 'p99_ms'):.2f} | {med(peer, 'requests_per_cpu_s'):,.0f} | "
-              f"{most(peer, 'max_redis_conns')} / {most(peer, 'max_pg_conns')} |")
+              f"{most(peer, 'max_redis_conns')} / {most(peer, 'max_pg_conns')} | "
+              f"{most(peer, 'pg_conns_seen')} |")
     print(f"\ngoro / Go: requests/s {med('goro', 'requests_per_s') / med('go', 'requests_per_s'):.2f}×, "
           f"per CPU-s {med('goro', 'requests_per_cpu_s') / med('go', 'requests_per_cpu_s'):.2f}×, "
           f"p99 {med('goro', 'p99_ms') / med('go', 'p99_ms'):.2f}× Go's\n")
