@@ -95,7 +95,13 @@ std::chrono::milliseconds backoff(int failures, std::chrono::milliseconds max) {
 }
 
 Conn::~Conn() {
-  watch.release();
+  // libpq closes its socket itself when the server goes; the number may be another's
+  // by now.
+  if (pg != nullptr && PQsocket(pg) < 0) {
+    watch.forget_closed();
+  } else {
+    watch.release();
+  }
   if (pg != nullptr) PQfinish(pg);
 }
 
@@ -133,8 +139,9 @@ Result<std::unique_ptr<Conn>, Error> Conn::connect(const Options& options, const
     // While it tries the server's addresses libpq may close its socket and open
     // another, perhaps under the same number.
     const int fd = PQsocket(conn->pg);
-    if (!conn->watch.watches(fd)) {
-      conn->watch.release();
+    if (conn->watch.fd() != fd || !conn->watch.watches(fd)) {
+      // libpq keeps one socket: a watch on any other watches one it has closed.
+      conn->watch.forget_closed();
       Result<net::FdWatch> w = net::FdWatch::open(fd);
       if (!w) return refused("watching the socket: " + w.error().message());
       conn->watch = std::move(*w);
