@@ -12,7 +12,8 @@
 # PostgreSQL (each in a temporary folder on a Unix socket, scripts/test-servers.sh),
 # seeded with KEYS keys of VALUE_BYTES bytes and KEYS rows. Servers run one at a time,
 # pinned to CPU 0 (GORO_MAXPROCS=1, GOMAXPROCS=1); wrk (no Lua script, which would cost it
-# more than the servers their work), redis-server and PostgreSQL share CPU 1. The peers
+# more than the servers their work) runs on CPU 1, redis-server and PostgreSQL on the
+# CPUs from 2 on where there are 4 or more, else on CPU 1 beside wrk. The peers
 # alternate, ROUNDS times, and the table takes each one's median.
 #
 # Per run: requests/s, p50 and p99 latency, the server's CPU seconds and requests per
@@ -43,6 +44,14 @@ mkdir -p "$out"
 
 log() { printf '%s\n' "$*" >&2; }
 pin() { if [ "${TASKSET:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
+# Where the load and the data servers run: with 4 CPUs or more, wrk on CPU 1 and
+# PostgreSQL and Redis on the rest, so that neither bounds what the server on CPU 0 can
+# answer; with 2, all three share CPU 1 (and bound it: see docs/data.md).
+if [ "$(nproc)" -ge 4 ]; then
+  wrk_cpus=1 data_cpus="2-$(($(nproc) - 1))"
+else
+  wrk_cpus=1 data_cpus=1
+fi
 
 log "data: building bench_data (Release) in $build"
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -74,7 +83,7 @@ trap cleanup EXIT
 pinned() { [ "${TASKSET:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; }
 
 socket="$("$servers" redis start "$work/redis")"
-if pinned; then taskset -pc 1 "$(cat "$work/redis/redis.pid")" >/dev/null; fi
+if pinned; then taskset -pc "$data_cpus" "$(cat "$work/redis/redis.pid")" >/dev/null; fi
 value=$(head -c "$value_bytes" /dev/zero | tr '\0' 'v')
 for i in $(seq 0 $((keys - 1))); do printf 'SET key:%d %s\nSET views:%d %d\n' "$i" "$value" "$i" "$i"; done |
   redis-cli -s "$socket" >/dev/null
@@ -84,7 +93,7 @@ conninfo=""
 if [[ " $scenarios " == *" note "* ]]; then
   conninfo="$("$servers" pg start "$work/pg" 100)"
   # Its backends are forked from the postmaster and keep its CPU.
-  if pinned; then taskset -a -pc 1 "$(head -n 1 "$work/pg/data/postmaster.pid")" >/dev/null; fi
+  if pinned; then taskset -a -pc "$data_cpus" "$(head -n 1 "$work/pg/data/postmaster.pid")" >/dev/null; fi
   psql -q "$conninfo" -c "CREATE TABLE notes (id int PRIMARY KEY, title text NOT NULL)" \
     -c "INSERT INTO notes SELECT i, 'note ' || i FROM generate_series(0, $((keys - 1))) AS i" \
     -c "VACUUM ANALYZE notes" >/dev/null
@@ -131,7 +140,7 @@ run_one() {
     curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
     sleep 0.05
   done
-  pin 1 wrk -t1 -c"$conns" -d"${warmup}s" "http://127.0.0.1:$port$url_path" >/dev/null
+  pin "$wrk_cpus" wrk -t1 -c"$conns" -d"${warmup}s" "http://127.0.0.1:$port$url_path" >/dev/null
   : >"$work/pids"
   (most_redis=0 most_pg=0; while :; do
      n=$(redis_conns) && [ "$n" -gt "$most_redis" ] && most_redis=$n
@@ -143,7 +152,7 @@ run_one() {
   sampler_pid=$!
   local t0 t1 wrk_out
   t0=$(cpu_ticks "$server_pid")
-  wrk_out=$(pin 1 wrk -t1 -c"$conns" -d"${duration}s" --latency "http://127.0.0.1:$port$url_path")
+  wrk_out=$(pin "$wrk_cpus" wrk -t1 -c"$conns" -d"${duration}s" --latency "http://127.0.0.1:$port$url_path")
   t1=$(cpu_ticks "$server_pid")
   kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null || true
   sampler_pid=""
