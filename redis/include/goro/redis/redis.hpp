@@ -28,7 +28,10 @@
 //
 // Subscriptions (subscribe) hold a connection of their own and reconnect with the same
 // back-off, subscribing again, until closed. Scripts (Script) run by EVALSHA and fall
-// back to EVAL when the server does not have them. Thread-safe: share one Client.
+// back to EVAL when the server does not have them. watch() runs an optimistic
+// transaction (WATCH ... MULTI/EXEC) on one held connection. With Options::sentinel the
+// client finds the master through Redis Sentinel and follows its failovers.
+// Thread-safe: share one Client.
 #pragma once
 
 #include <chrono>
