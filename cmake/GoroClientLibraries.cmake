@@ -8,7 +8,7 @@
 #   goro_clients_curl   examples/clients/curl.hpp   + libcurl
 #
 # Each is an INTERFACE library that also links goro::net. Included by every folder that
-# uses them (examples/pg_api, tests/clibs, loadtest/clibs), defined once.
+# uses them (tests/clibs, loadtest/clibs), defined once.
 include_guard(GLOBAL)
 
 find_package(PkgConfig QUIET)

@@ -51,6 +51,10 @@ std::string grpc_message(std::string_view input);
 // pieces alike, and a parsed reply written back out parses the same.
 std::string redis_reply(std::string_view input);
 
+// Bytes as a PostgreSQL column's value through goro::pg::Row::get's parsers, each
+// checked against a reading written differently and against its own output read back.
+std::string pg_value(std::string_view input);
+
 // An X-Forwarded-For value through forwarded_address (the rate_limit key parser),
 // checked against a plain reading of the field.
 std::string rate_limit_key(std::string_view input);
@@ -105,6 +109,9 @@ inline constexpr Target targets[] = {
     {"cgroup", cgroup},
 #ifdef GORO_FUZZ_GRPC  // goro::grpc is built (protobuf is installed)
     {"grpc_message", grpc_message},
+#endif
+#ifdef GORO_FUZZ_PG  // goro::pg is built (libpq is installed)
+    {"pg_value", pg_value},
 #endif
 };
 

@@ -2,7 +2,10 @@
 # Checks that goro's layers point down only, and only through the doors each one offers
 # (docs/design.md, "Layers and layout"):
 #
-#   base  <-  scheduler  <-  net, hooks  <-  http  <-  framework, grpc
+#   base  <-  scheduler  <-  net, hooks  <-  pg, redis  <-  http  <-  framework, grpc
+#
+# (pg and redis are clients over net; http may name them, as its pool exporter's
+# template does, but they never name http.)
 #
 #  1. A layer includes no header of a layer above it.
 #  2. No code includes another layer's private sources (<layer>/src/...), and no layer
@@ -33,8 +36,9 @@ rank() {
     base) echo 0 ;;
     scheduler) echo 1 ;;
     net | hooks) echo 2 ;;
-    http | httptest | json) echo 3 ;;
-    framework | grpc) echo 4 ;;
+    pg | redis) echo 3 ;;
+    http | httptest | json) echo 4 ;;
+    framework | grpc) echo 5 ;;
     *) echo 99 ;;
   esac
 }
@@ -56,6 +60,8 @@ layer_of_file() {
     scheduler/*) echo scheduler ;;
     net/*) echo net ;;
     hooks/*) echo hooks ;;
+    pg/*) echo pg ;;
+    redis/*) echo redis ;;
     http/*) echo http ;;
     framework/*) echo framework ;;
     grpc/*) echo grpc ;;
@@ -72,7 +78,7 @@ runtime_contract() {
   esac
 }
 
-files=$(git ls-files --cached --others --exclude-standard -- base scheduler net hooks http framework grpc |
+files=$(git ls-files --cached --others --exclude-standard -- base scheduler net hooks pg redis http framework grpc |
   grep -E '\.(c|cc|cpp|h|hpp)$' || true)
 
 for f in $files; do
@@ -110,7 +116,7 @@ for f in $files; do
     sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]+([<"][^>"]+[>"]).*/\1:\2/')
   # 3: what a public header names.
   case "$f" in
-    net/include/* | http/include/* | framework/include/* | grpc/include/*)
+    net/include/* | pg/include/* | redis/include/* | http/include/* | framework/include/* | grpc/include/*)
       if grep -n -E '(^|[^a-z_:])goro::detail::' "$f" | grep -v -E '^[0-9]+:[[:space:]]*//' >/dev/null; then
         while IFS= read -r hit; do
           breach "$f:${hit%%:*}" "public header names the runtime's goro::detail"

@@ -62,8 +62,9 @@ GORO_DEPS_TEST=(
   chromium          # the browser examples/ws_chat/browser_test.py drives, headless
   nodejs            # Node's ws against the WebSocket server (tests/http/websocket_node_test.sh);
                     # the test fetches ws with npm (added below)
-  # C client libraries on goroutines (tests/clibs/, tests/hooks/, examples/pg_api,
-  # loadtest/clibs): the libraries, and the servers the tests start in a temporary folder
+  # C client libraries on goroutines (tests/clibs/, tests/hooks/, loadtest/clibs), and
+  # goro::pg's libpq (pg/, tests/pg/, examples/pg_api, examples/notes): the libraries,
+  # and the servers the tests start in a temporary folder
   # (scripts/test-servers.sh). On a systemd host the server packages also start their
   # own PostgreSQL, Redis and MariaDB, which the tests do not use.
   libpq-dev

@@ -25,7 +25,8 @@
 #             each fuzz target runs GORO_FUZZ_SECONDS from its corpus (one test each)
 #   consumer  builds tests/consumer with find_package(goro) against the readme stage's
 #             install (or, when that stage did not run, an install of the release
-#             build), checks that no installed target carries -Werror, runs its test
+#             build), and with it examples/pg_api and examples/notes; checks that no
+#             installed target carries -Werror, runs their tests
 #   container docker/smoke.sh: builds the Docker image with podman, checks its
 #             HEALTHCHECK, serves, and `podman stop` under wrk load: exit 0, every
 #             request taken answered; tests/deploy/kube_test.sh: the Kubernetes

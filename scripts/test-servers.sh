@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL, Redis and MariaDB servers for the tests and benchmarks that drive
-# the real client libraries (tests/clibs/, tests/hooks/, examples/pg_api/, loadtest/clibs/).
+# the real client libraries and goro's own clients (tests/clibs/, tests/hooks/, tests/pg/,
+# tests/redis/, examples/pg_api/, examples/notes/, loadtest/clibs/, loadtest/data/).
 # Each lives in a folder of its own and listens on a Unix socket in that folder.
 #
 #   test-servers.sh pg start DIR [MAX_CONNECTIONS] [tls]
 #                                                   prints a libpq connection string
+#   test-servers.sh pg restart DIR [SECONDS_DOWN]   stops it (fast: sessions end), waits,
+#                                                   starts it again on the same data
 #   test-servers.sh pg stop DIR                     stops it, removes DIR
 #   test-servers.sh redis start DIR                 prints the socket's path
 #   test-servers.sh redis stop DIR                  stops it, removes DIR
+#   test-servers.sh sentinel start DIR              a Redis master, its replica and a
+#                                                   sentinel watching them, on free ports
+#                                                   of 127.0.0.1; prints master=, replica=
+#                                                   and sentinel= (host:port) and name=
+#   test-servers.sh sentinel stop DIR               stops all three, removes DIR
 #   test-servers.sh mariadb start DIR [MAX_CONNECTIONS]
 #                                                   prints host=, port=, user=, password=
 #                                                   and socket= on one line
 #   test-servers.sh mariadb stop DIR                stops it, removes DIR
 #
 # PostgreSQL: Debian's newest /usr/lib/postgresql/*/bin, initdb with trust
-# authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100). It
+# authentication for the user "goro", fsync off, MAX_CONNECTIONS (default 100), the
+# settings in its postgresql.conf (so that a restart keeps them). It
 # refuses to run as root, so as root it runs as the user postgres (the Debian package
 # makes it), which gets DIR. With "tls" it also listens on a free port of 127.0.0.1 with
 # ssl=on (a self-signed certificate made with openssl in DIR), and the connection string
 # is for that port with sslmode=require. Redis: redis-server without persistence.
+# Sentinel: three redis-servers without persistence (the sentinel is redis-server
+# --sentinel, as Debian's redis-sentinel is), the sentinel's quorum 1 and its timeouts
+# short (down after 1 s, a failover within 5 s), so that SENTINEL FAILOVER goro works
+# in a test; it returns once the sentinel has found the replica.
 # MariaDB: mariadbd on a data folder that mariadb-install-db makes in DIR, listening on
 # a free port of 127.0.0.1 and on a socket in DIR, with MAX_CONNECTIONS (default 100).
 # The grant tables are on (not --skip-grant-tables), so a client goes through the
@@ -36,7 +49,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 pg|redis|mariadb start|stop DIR [MAX_CONNECTIONS]" >&2
+  echo "usage: $0 pg|redis|sentinel|mariadb start|restart|stop DIR [MAX_CONNECTIONS]" >&2
   exit 2
 }
 [ "$#" -ge 3 ] || usage
@@ -64,7 +77,7 @@ free_port() {
 }
 
 pg_start() {
-  local bin max=${1:-100} tls=${2:-} listen="listen_addresses=''" port=""
+  local bin max=${1:-100} tls=${2:-} listen="listen_addresses = ''" port=""
   if ! bin=$(pg_bin); then
     echo "test-servers: PostgreSQL is not installed (apt-get install postgresql)" >&2
     exit 77
@@ -96,19 +109,38 @@ pg_start() {
     chmod 600 "$dir/data/server.key"
     [ "$(id -u)" -eq 0 ] && chown postgres "$dir/data/server.key" "$dir/data/server.crt"
     port=$(free_port)
-    listen="listen_addresses=127.0.0.1 -c port=$port -c ssl=on"
+    listen="listen_addresses = '127.0.0.1'
+port = $port
+ssl = on"
   fi
-  if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-    -o "-c $listen -k $dir -c max_connections=$max -c fsync=off -c full_page_writes=off" \
-    start >/dev/null; then
-    cat "$dir/server.log" >&2 || true
-    exit 1
-  fi
+  cat >>"$dir/data/postgresql.conf" <<CONF
+$listen
+unix_socket_directories = '$dir'
+max_connections = $max
+fsync = off
+full_page_writes = off
+CONF
+  pg_ctl_start "$bin"
   if [ -n "$port" ]; then
     printf 'host=127.0.0.1 port=%s user=goro dbname=postgres sslmode=require\n' "$port"
   else
     printf 'host=%s user=goro dbname=postgres\n' "$dir"
   fi
+}
+
+pg_ctl_start() {
+  if ! as_owner "$1/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 start >/dev/null; then
+    cat "$dir/server.log" >&2 || true
+    exit 1
+  fi
+}
+
+pg_restart() {
+  local bin
+  bin=$(pg_bin)
+  as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null
+  sleep "${1:-0}"
+  pg_ctl_start "$bin"
 }
 
 pg_stop() {
@@ -150,6 +182,72 @@ redis_stop() {
       sleep 0.05
     done
   fi
+  rm -rf "$dir"
+}
+
+# redis-server NAME PORT [ARGS...]: one more in DIR, daemonized, its files named NAME.
+redis_on_port() {
+  local name=$1 port=$2
+  shift 2
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$dir/$name.pid" --logfile "$dir/$name.log" --shutdown-timeout 0 "$@"
+}
+
+# Waits (10 s at most) until redis-cli -p PORT ARGS... prints a line matching PATTERN.
+redis_wait_for() {
+  local port=$1 pattern=$2
+  shift 2
+  for _ in $(seq 1 200); do
+    redis-cli -p "$port" "$@" 2>/dev/null | grep -q "$pattern" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+sentinel_start() {
+  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    echo "test-servers: redis-server is not installed (apt-get install redis-server)" >&2
+    exit 77
+  fi
+  mkdir -p "$dir"
+  local master replica sentinel
+  master=$(free_port) replica=$(free_port) sentinel=$(free_port)
+  redis_on_port master "$master"
+  redis_on_port replica "$replica" --replicaof 127.0.0.1 "$master"
+  cat >"$dir/sentinel.conf" <<CONF
+port $sentinel
+bind 127.0.0.1
+daemonize yes
+pidfile $dir/sentinel.pid
+logfile $dir/sentinel.log
+dir $dir
+sentinel monitor goro 127.0.0.1 $master 1
+sentinel down-after-milliseconds goro 1000
+sentinel failover-timeout goro 5000
+CONF
+  redis-server "$dir/sentinel.conf" --sentinel
+  if ! redis_wait_for "$replica" 'master_link_status:up' INFO replication ||
+    ! redis_wait_for "$sentinel" "^$replica\$" SENTINEL replicas goro; then
+    cat "$dir"/*.log >&2 || true
+    sentinel_stop
+    exit 1
+  fi
+  printf 'master=127.0.0.1:%s replica=127.0.0.1:%s sentinel=127.0.0.1:%s name=goro\n' \
+    "$master" "$replica" "$sentinel"
+}
+
+sentinel_stop() {
+  local pids=() pid name
+  for name in sentinel replica master; do
+    [ -f "$dir/$name.pid" ] && pids+=("$(cat "$dir/$name.pid")")
+  done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+  done
   rm -rf "$dir"
 }
 
@@ -225,9 +323,12 @@ mariadb_stop() {
 
 case "$server:$action" in
   pg:start) pg_start "${4:-}" "${5:-}" ;;
+  pg:restart) pg_restart "${4:-}" ;;
   pg:stop) pg_stop ;;
   redis:start) redis_start ;;
   redis:stop) redis_stop ;;
+  sentinel:start) sentinel_start ;;
+  sentinel:stop) sentinel_stop ;;
   mariadb:start) mariadb_start "${4:-}" ;;
   mariadb:stop) mariadb_stop ;;
   *) usage ;;

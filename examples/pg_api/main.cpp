@@ -1,7 +1,6 @@
 // goro-pg-api: a notes service on PostgreSQL whose handlers run SQL as straight-line
-// code. The queries go through examples/clients/pg.hpp, libpq's asynchronous API over
-// goro::net::FdWatch: a query parks its goroutine, never its thread, so a few threads
-// serve any number of requests waiting on the database (docs/hooks.md).
+// code through goro::pg (docs/data.md): a query parks its goroutine, never its thread,
+// so a few threads serve any number of requests waiting on the database.
 //
 //   $ ./goro-pg-api --addr 127.0.0.1:8080 'host=/run/postgresql dbname=app'
 //         (no connection string: libpq's PGHOST, PGDATABASE, ... environment variables)
@@ -16,21 +15,21 @@
 //   $ curl 'localhost:8080/readyz?verbose'           [+]postgres ok ... (503 while the
 //                                                    database does not answer)
 //
-// Every handler borrows a connection from a pg::Pool (kPoolSize connections, made on
-// first use) under the request's context.
+// Every handler borrows a connection from a goro::pg::Pool (kPoolSize connections, made
+// on first use) under the request's context. examples/notes is the same service with
+// JSON bodies and a Redis cache.
 #include <goro/app.hpp>
 #include <goro/goro.hpp>
+#include <goro/pg/pg.hpp>
 
-#include <algorithm>
+#include <charconv>
 #include <chrono>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
-#include "pg.hpp"
-
 namespace http = goro::http;
+namespace pg = goro::pg;
 using namespace std::chrono_literals;
 
 namespace {
@@ -40,77 +39,73 @@ constexpr int kPoolSize = 16;
 // How long /sleep may keep the database busy before the service answers 504.
 constexpr auto kQueryDeadline = 1s;
 
-bool is_id(std::string_view s) {
-  return !s.empty() && s.size() < 19 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // A failed query: 504 when its deadline passed, 503 when the client left (nobody reads
 // it), 500 with the database's message otherwise.
-void fail(http::ResponseWriter& w, const pg::Result& r) {
+void fail(http::ResponseWriter& w, const goro::Error& e) {
   int status = 500;
-  if (r.code() == goro::context_errc::deadline_exceeded) status = 504;
-  if (r.code() == goro::context_errc::canceled) status = 503;
-  w.text(r.error() + "\n", status);
+  if (e == goro::context_errc::deadline_exceeded) status = 504;
+  if (e == goro::context_errc::canceled) status = 503;
+  w.text(e.what() + "\n", status);
 }
 
-http::Handler routes(std::shared_ptr<pg::Pool> db) {
+// The {id} of the path, or 400.
+bool note_id(http::Request& req, http::ResponseWriter& w, long long& id) {
+  const std::string_view s = req.path_value("id");
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+  if (ec == std::errc() && end == s.data() + s.size() && id > 0) return true;
+  w.text("the note id must be a number\n", 400);
+  return false;
+}
+
+http::Handler routes(pg::Pool& db) {
   http::Router r;
-  r.handle("POST /notes", [db](http::Request& req, http::ResponseWriter& w) {
+  r.handle("POST /notes", [&db](http::Request& req, http::ResponseWriter& w) {
     auto body = req.body();
     if (!body) return;  // the server has answered (too large, or the client left)
-    pg::Result row =
-        db->query("INSERT INTO notes (body) VALUES ($1) RETURNING id", {*body}, req.context());
-    if (!row.ok()) return fail(w, row);
-    const std::string id(row.get(0, 0));
+    auto row =
+        db.query(req.context(), "INSERT INTO notes (body) VALUES ($1) RETURNING id", {*body});
+    if (!row) return fail(w, row.error());
+    const std::string id = std::to_string(*(*row)[0].get<long long>(0));
     w.header().set("Location", "/notes/" + id);
     w.text("note " + id + "\n", 201);
   });
-  r.handle("GET /notes", [db](http::Request& req, http::ResponseWriter& w) {
-    pg::Result rows = db->query("SELECT id, body FROM notes ORDER BY id", {}, req.context());
-    if (!rows.ok()) return fail(w, rows);
+  r.handle("GET /notes", [&db](http::Request& req, http::ResponseWriter& w) {
+    auto rows = db.query(req.context(), "SELECT id, body FROM notes ORDER BY id");
+    if (!rows) return fail(w, rows.error());
     std::string out;
-    for (int i = 0; i < rows.rows(); ++i) {
-      out.append(rows.get(i, 0)).append("\t").append(rows.get(i, 1)).append("\n");
+    for (int i = 0; i < rows->size(); ++i) {
+      out.append((*rows)[i].text(0)).append("\t").append((*rows)[i].text(1)).append("\n");
     }
     w.text(out);
   });
-  r.handle("GET /notes/{id}", [db](http::Request& req, http::ResponseWriter& w) {
-    const std::string_view id = req.path_value("id");
-    if (!is_id(id)) {
-      w.text("the note id must be a number\n", 400);
-      return;
+  r.handle("GET /notes/{id}", [&db](http::Request& req, http::ResponseWriter& w) {
+    long long id = 0;
+    if (!note_id(req, w, id)) return;
+    auto row = db.query(req.context(), "SELECT body FROM notes WHERE id = $1", {id});
+    if (!row) return fail(w, row.error());
+    if (row->size() == 0) {
+      w.text("no note " + std::to_string(id) + "\n", 404);
+    } else {
+      w.text(std::string((*row)[0].text(0)) + "\n");
     }
-    pg::Result row =
-        db->query("SELECT body FROM notes WHERE id = $1", {std::string(id)}, req.context());
-    if (!row.ok()) return fail(w, row);
-    if (row.rows() == 0) {
-      w.text("no note " + std::string(id) + "\n", 404);
-      return;
-    }
-    w.text(std::string(row.get(0, 0)) + "\n");
   });
-  r.handle("DELETE /notes/{id}", [db](http::Request& req, http::ResponseWriter& w) {
-    const std::string_view id = req.path_value("id");
-    if (!is_id(id)) {
-      w.text("the note id must be a number\n", 400);
-      return;
+  r.handle("DELETE /notes/{id}", [&db](http::Request& req, http::ResponseWriter& w) {
+    long long id = 0;
+    if (!note_id(req, w, id)) return;
+    auto gone = db.exec(req.context(), "DELETE FROM notes WHERE id = $1", {id});
+    if (!gone) return fail(w, gone.error());
+    if (*gone == 0) {
+      w.text("no note " + std::to_string(id) + "\n", 404);
+    } else {
+      w.set_status(204);
     }
-    pg::Result gone =
-        db->query("DELETE FROM notes WHERE id = $1", {std::string(id)}, req.context());
-    if (!gone.ok()) return fail(w, gone);
-    if (gone.affected() == "0") {
-      w.text("no note " + std::string(id) + "\n", 404);
-      return;
-    }
-    w.set_status(204);
   });
   // Keeps the database busy for ?s= seconds, at most kQueryDeadline.
-  r.handle("GET /sleep", [db](http::Request& req, http::ResponseWriter& w) {
+  r.handle("GET /sleep", [&db](http::Request& req, http::ResponseWriter& w) {
     const std::string seconds = req.query("s").value_or("0.1");
     auto [ctx, cancel] = goro::with_timeout(req.context(), kQueryDeadline);
-    pg::Result slept = db->query("SELECT pg_sleep($1::float8)", {seconds}, ctx);
-    if (!slept.ok()) return fail(w, slept);
+    auto slept = db.exec(ctx, "SELECT pg_sleep($1::float8)", {seconds});
+    if (!slept) return fail(w, slept.error());
     w.text("slept " + seconds + " s in the database\n");
   });
   return http::chain(r, {http::recover()});
@@ -124,19 +119,15 @@ int main(int argc, char** argv) {
       "Its one argument, CONNINFO, is libpq's connection string (\"host=/tmp dbname=notes\");\n"
       "without it libpq's defaults and environment (PGHOST, ...) apply.");
   if (std::optional<int> exit = app.parse()) return *exit;
-  const std::string conninfo = app.args().empty() ? "" : app.args()[0];
+  pg::Pool db({.conninfo = app.args().empty() ? "" : app.args()[0], .max_open = kPoolSize});
   return app.run([&]() -> http::Handler {
-    auto db = std::make_shared<pg::Pool>(conninfo, kPoolSize);
-    // (client_min_messages: no NOTICE on stderr when the table is there already.)
-    pg::Result schema = db->query(
-        "SET client_min_messages = warning;"
-        "CREATE TABLE IF NOT EXISTS notes (id bigserial PRIMARY KEY, body text NOT NULL)");
-    if (!schema.ok()) throw std::runtime_error("database: " + schema.error());
+    auto schema = db.exec(goro::Context(),
+                          "CREATE TABLE IF NOT EXISTS notes (id bigserial PRIMARY KEY, body text NOT NULL)");
+    if (!schema) throw std::runtime_error("database: " + schema.error().what());
     // Ready (/readyz) while the database answers; /healthz stays App's own.
-    app.add_readiness_check("postgres", [db](const goro::Context& ctx) -> goro::Error {
-      pg::Result ping = db->query("SELECT 1", {}, ctx);
-      if (ping.ok()) return {};
-      return goro::Error(ping.code(), ping.error());
+    app.add_readiness_check("postgres", [&db](const goro::Context& ctx) -> goro::Error {
+      auto ping = db.query(ctx, "SELECT 1");
+      return ping ? goro::Error() : ping.error();
     });
     return routes(db);
   });

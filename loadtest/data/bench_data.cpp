@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       app.flags().add("pg", "", "PostgreSQL's connection `STRING` (none: no /note)");
   int& pg_pool = app.flags().add("pg-pool", 16, "PostgreSQL connections at most");
   if (std::optional<int> exit = app.parse()) return *exit;
-  goro::redis::Client redis({.address = redis_address, .pool_size = pool, .max_idle = pool});
+  goro::redis::Client redis({.address = redis_address, .pool_size = pool});
   std::optional<goro::pg::Pool> db;
   if (!conninfo.empty()) db.emplace(goro::pg::Options{.conninfo = conninfo, .max_open = pg_pool});
 

@@ -55,6 +55,10 @@ class FdWatch::State {
   // Marks the watch released and wakes its waiters; unregisters once the last is out.
   // With wait_for_waiters (the caller is a goroutine), returns only after that.
   void release(bool wait_for_waiters) noexcept;
+  // The number's file was closed by its owner: unregister() must not look at it.
+  void mark_closed_elsewhere() noexcept {
+    closed_elsewhere_.store(true, std::memory_order_release);
+  }
 
   // The FdWatch is gone: frees this once the registration is gone too.
   void drop_owner() noexcept { drop_lifetime(); }
@@ -91,6 +95,7 @@ class FdWatch::State {
   rt::Semaphore unregistered_;  // released by the waiter that unregistered
   // One for the FdWatch, one for the registration: the last of them to go frees this.
   std::atomic<int> lifetimes_{2};
+  std::atomic<bool> closed_elsewhere_{false};  // forget_closed()
 };
 
 // The read or write lock and a reference, for one wait.
@@ -216,7 +221,8 @@ void FdWatch::State::unregister() noexcept {
     // registered: closed since, its registration went with it (unless a duplicate
     // keeps the file open), and the number may be another file's, registered by
     // someone else.
-    if (number_is_ours_ || same_file()) {
+    const bool closed_elsewhere = closed_elsewhere_.load(std::memory_order_acquire);
+    if (number_is_ours_ || (!closed_elsewhere && same_file())) {
       rt::poll_close(pd_);
     } else {
       rt::poll_forget(pd_);
@@ -275,6 +281,12 @@ int FdWatch::release() noexcept {
   const int fd = state_->fd;
   state_->release(rt::current_g() != nullptr);
   return fd;
+}
+
+void FdWatch::forget_closed() noexcept {
+  if (state_ == nullptr || state_->released()) return;
+  state_->mark_closed_elsewhere();
+  state_->release(rt::current_g() != nullptr);
 }
 
 bool FdWatch::watches(int fd) const noexcept {

@@ -1,5 +1,5 @@
 // goro::pg internals: one libpq connection driven over an FdWatch (conn.cpp), shared by
-// the pool, transactions and listeners.
+// the pool, transactions, copies and listeners.
 #pragma once
 
 #include <libpq-fe.h>
@@ -19,7 +19,8 @@ namespace goro::pg {
 using Clock = std::chrono::steady_clock;
 
 // How long a cancelled statement's connection waits for the server to confirm the
-// cancel (and a destroyed Tx for its ROLLBACK) before the connection is closed instead.
+// cancel (and a destroyed Tx for its ROLLBACK, a destroyed copy for its end) before the
+// connection is closed instead.
 inline constexpr std::chrono::seconds kCancelDrainTimeout{5};
 
 // Prepared statements kept per connection; beyond this, statements run unprepared.
@@ -32,6 +33,10 @@ using ResultPtr = std::unique_ptr<PGresult, ClearResult>;
 
 // The server's refusal in res as an Error (errc::server_error with its fields).
 Error server_error(const PGresult* res);
+
+// The pause before the next connect after `failures` failed in a row: 10 ms, doubling,
+// at most max.
+std::chrono::milliseconds backoff(int failures, std::chrono::milliseconds max);
 
 // One PGconn, in non-blocking mode, its socket watched. One goroutine at a time.
 struct Conn {
@@ -48,6 +53,12 @@ struct Conn {
   Result<ResultPtr, Error> run(const Context& ctx, std::string_view sql,
                                std::span<const Value> params, bool prepare);
 
+  // Sends sql (a COPY) and waits for the server to start copying: the PGRES_COPY_IN or
+  // PGRES_COPY_OUT result, or why not (a COPY of the other direction is refused and
+  // ended, the connection kept).
+  Result<ResultPtr, Error> start_copy(const Context& ctx, std::string_view sql,
+                                      ExecStatusType want);
+
   // Fit to be used again: not broken, libpq connected, outside any transaction.
   bool reusable() const noexcept;
   // Checks an idle connection: libpq connected and the socket not closed by the server
@@ -58,7 +69,15 @@ struct Conn {
   net::FdWatch watch;  // on pg's socket; released before PQfinish closes it
   Clock::time_point created{}, last_used{};
   bool broken = false;
-  std::unordered_map<std::string, std::string> prepared;  // SQL text -> statement name
+
+  // A statement prepared on this connection.
+  struct Statement {
+    std::string name;  // "goro_N"
+    // 1 (binary) once its first run showed columns that are all bytea or text, 0 else.
+    int result_format = 0;
+    bool described = false;  // whether result_format has been decided
+  };
+  std::unordered_map<std::string, Statement> prepared;  // by SQL text
   std::uint64_t next_statement = 1;
 
   // A failure of libpq on this connection: "pg: <step>: <libpq's words>".
@@ -68,11 +87,13 @@ struct Conn {
   // other.
   std::error_code flush(const Context& ctx);
   // Reads the results of what was sent until there are no more: the first refusal, else
-  // the last result.
-  std::error_code collect(const Context& ctx, ResultPtr& kept);
-  // Sends with send(), then flush and collect; the statement's result or why not.
+  // the last result. With stop_at_copy a COPY's start ends it, kept; without, a COPY is
+  // ended (FROM STDIN: told it failed; TO STDOUT: its rows dropped) and reading goes on.
+  std::error_code collect(const Context& ctx, ResultPtr& kept, bool stop_at_copy = false);
+  // Sends with send(), then flush and collect; the statement's result or why not. A
+  // COPY's start is returned as it is when copy is set, else refused and ended.
   template <class Send>
-  Result<ResultPtr, Error> exchange(const Context& ctx, Send send);
+  Result<ResultPtr, Error> exchange(const Context& ctx, Send send, bool copy = false);
   // A wait failed with ec: a Context's end (cancel on the server, drain) or a break.
   Error give_up(std::error_code ec, const Context& ctx);
   // PQcancel, then read the cancelled statement's results to the end within
@@ -83,5 +104,10 @@ struct Conn {
 // A connection with pool's options, counted in its stats but outside its limit (a
 // Listener's). pool.cpp.
 Result<std::unique_ptr<Conn>, Error> connect_outside(Pool::State& pool, const Context& ctx);
+// The pool's options. pool.cpp.
+const Options& options_of(const Pool::State& pool);
+// A connection of the pool for one use (a copy's), given back by checkin. pool.cpp.
+Result<std::unique_ptr<Conn>, Error> checkout(Pool::State& pool, const Context& ctx);
+void checkin(Pool::State& pool, std::unique_ptr<Conn> conn);
 
 }  // namespace goro::pg

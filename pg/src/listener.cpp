@@ -1,5 +1,6 @@
-// goro::pg::Listener: LISTEN on a connection of its own, and a goroutine that reads it
-// and hands each NOTIFY to the channel.
+// goro::pg::Listener: LISTEN on a connection of its own, and a goroutine that reads it,
+// hands each NOTIFY to the channel, and makes the connection again when it breaks.
+#include <atomic>
 #include <mutex>
 
 #include <goro/scheduler/mutex.hpp>
@@ -12,31 +13,61 @@
 namespace goro::pg {
 
 struct Listener::Loop {
+  std::shared_ptr<Pool::State> pool;
+  std::string command;         // LISTEN "channel"
   std::unique_ptr<Conn> conn;  // the reader's, closed by it as it ends
   Chan<Notification> notifications{64};
   std::pair<Context, CancelFunc> stop = with_cancel(background());  // cancelled by close()
   WaitGroup reader;
+  std::atomic<std::uint64_t> reconnects{0};
 
   goro::Mutex mu;
   bool closed = false;  // (mu)
 
-  // Delivers what arrives until close() or the connection fails.
-  void read() {
+  // A connection listening, or why not.
+  static Result<std::unique_ptr<Conn>, Error> listening(Pool::State& pool, const Context& ctx,
+                                                        const std::string& command) {
+    Result<std::unique_ptr<Conn>, Error> conn = connect_outside(pool, ctx);
+    if (!conn) return conn;
+    Result<ResultPtr, Error> r = (*conn)->run(ctx, command, {}, false);
+    if (!r) return r.error();
+    return conn;
+  }
+
+  // Delivers what arrives on conn until it breaks or close().
+  void deliver() {
     const Context& ctx = stop.first;
-    bool stopped = false;
-    while (!stopped) {
+    for (;;) {
       while (PGnotify* n = PQnotifies(conn->pg)) {
         Notification note{n->relname, n->extra, n->be_pid};
         PQfreemem(n);
         if (goro::select(goro::send_case(notifications, std::move(note)),
-                         goro::recv_case(ctx.done())) != 0) {
-          stopped = true;
-          break;
+                         goro::recv_case(ctx.done())) != 0)
+          return;
+      }
+      if (conn->watch.wait(net::Interest::read, ctx)) return;
+      if (PQconsumeInput(conn->pg) == 0) return;
+    }
+  }
+
+  // Until close(): deliver, and when the connection breaks, connect and LISTEN again
+  // after a pause that grows while the server stays away.
+  void read() {
+    const Context& ctx = stop.first;
+    int failures = 0;
+    while (!ctx.err()) {
+      deliver();
+      conn.reset();
+      while (!conn && !ctx.err()) {
+        const auto pause = backoff(failures++, options_of(*pool).max_backoff);
+        if (goro::select(goro::recv_case(ctx.done()), goro::timeout_case(pause)) == 0) break;
+        Result<std::unique_ptr<Conn>, Error> again = listening(*pool, ctx, command);
+        if (again) {
+          conn = std::move(*again);
+          failures = 0;
+          reconnects.fetch_add(1, std::memory_order_relaxed);
         }
       }
-      if (stopped) break;
-      if (conn->watch.wait(net::Interest::read, ctx)) break;
-      if (PQconsumeInput(conn->pg) == 0) break;
     }
     conn.reset();
     notifications.close();
@@ -45,16 +76,18 @@ struct Listener::Loop {
 };
 
 Result<std::unique_ptr<Listener>, Error> Pool::listen(const Context& ctx, std::string channel) {
-  Result<std::unique_ptr<Conn>, Error> conn = connect_outside(*state_, ctx);
-  if (!conn) return conn.error();
-  char* quoted = PQescapeIdentifier((*conn)->pg, channel.data(), channel.size());
-  if (quoted == nullptr) return (*conn)->failure("quoting the channel's name");
-  const std::string command = "LISTEN " + std::string(quoted);
-  PQfreemem(quoted);
-  Result<ResultPtr, Error> r = (*conn)->run(ctx, command, {}, false);
-  if (!r) return r.error();
+  // Quoted as an identifier by libpq's rules, which need a connection to ask.
+  Result<std::unique_ptr<Conn>, Error> first = connect_outside(*state_, ctx);
+  if (!first) return first.error();
+  char* quoted = PQescapeIdentifier((*first)->pg, channel.data(), channel.size());
+  if (quoted == nullptr) return (*first)->failure("quoting the channel's name");
   auto loop = std::make_shared<Listener::Loop>();
-  loop->conn = std::move(*conn);
+  loop->pool = state_;
+  loop->command = "LISTEN " + std::string(quoted);
+  PQfreemem(quoted);
+  Result<ResultPtr, Error> r = (*first)->run(ctx, loop->command, {}, false);
+  if (!r) return r.error();
+  loop->conn = std::move(*first);
   loop->reader.add(1);
   goro::go([loop] { loop->read(); });
   return std::unique_ptr<Listener>(new Listener(loop, loop->notifications));
@@ -64,6 +97,10 @@ Listener::Listener(std::shared_ptr<Loop> loop, Chan<Notification> notifications)
     : loop_(std::move(loop)), notifications_(std::move(notifications)) {}
 
 Listener::~Listener() { close(); }
+
+std::uint64_t Listener::reconnects() const noexcept {
+  return loop_->reconnects.load(std::memory_order_relaxed);
+}
 
 void Listener::close() {
   {

@@ -14,9 +14,12 @@ namespace goro::pg {
 
 struct Pool::State {
   explicit State(Options o)
-      : opt(std::move(o)), slots(static_cast<std::size_t>(std::max(1, opt.max_open))) {}
+      : opt(std::move(o)),
+        max_idle(opt.max_idle.value_or(opt.max_open)),
+        slots(static_cast<std::size_t>(std::max(1, opt.max_open))) {}
 
   const Options opt;
+  const int max_idle;
   Chan<char> slots;  // a token per connection in use or being made
 
   // A goro::Mutex, not a std::mutex: a goroutine preempted while holding it must not
@@ -25,6 +28,9 @@ struct Pool::State {
   std::vector<std::unique_ptr<Conn>> idle;  // (mu) newest last
   int open = 0;                             // (mu) idle, in use and being made
   bool closed = false;                      // (mu)
+  int connect_failures = 0;                 // (mu) in a row
+  Clock::time_point next_connect{};         // (mu) no connect before this after failures
+  Error last_connect_error;                 // (mu)
 
   std::atomic<std::uint64_t> connects{0}, connect_errors{0}, waits{0}, discarded{0};
 
@@ -66,19 +72,33 @@ struct Pool::State {
         conn = std::move(c);
         break;
       }
-      if (!conn) ++open;
+      if (!conn) {
+        if (connect_failures > 0 && now < next_connect) {
+          (void)slots.try_recv();
+          return last_connect_error;
+        }
+        ++open;
+      }
     }
     discarded.fetch_add(unhealthy, std::memory_order_relaxed);
     stale.clear();  // closes them, outside the lock
     if (conn) return conn;
     Result<std::unique_ptr<Conn>, Error> fresh = connect(ctx);
-    if (!fresh) {
-      {
-        std::lock_guard lock(mu);
-        --open;
+    {
+      std::lock_guard lock(mu);
+      if (fresh) {
+        connect_failures = 0;
+        return fresh;
       }
-      (void)slots.try_recv();
+      --open;
+      // A call whose Context ended says nothing about the server.
+      if (!ctx.err()) {
+        ++connect_failures;
+        next_connect = Clock::now() + backoff(connect_failures - 1, opt.max_backoff);
+        last_connect_error = fresh.error();
+      }
     }
+    (void)slots.try_recv();
     return fresh;
   }
 
@@ -89,7 +109,7 @@ struct Pool::State {
     const auto now = Clock::now();
     {
       std::lock_guard lock(mu);
-      if (fit && !closed && static_cast<int>(idle.size()) < opt.max_idle &&
+      if (fit && !closed && static_cast<int>(idle.size()) < max_idle &&
           now - conn->created <= opt.max_lifetime) {
         conn->last_used = now;
         idle.push_back(std::move(conn));
@@ -114,6 +134,14 @@ struct Pool::State {
 Result<std::unique_ptr<Conn>, Error> connect_outside(Pool::State& pool, const Context& ctx) {
   return pool.connect(ctx);
 }
+
+const Options& options_of(const Pool::State& pool) { return pool.opt; }
+
+Result<std::unique_ptr<Conn>, Error> checkout(Pool::State& pool, const Context& ctx) {
+  return pool.checkout(ctx);
+}
+
+void checkin(Pool::State& pool, std::unique_ptr<Conn> conn) { pool.checkin(std::move(conn)); }
 
 namespace {
 

@@ -50,7 +50,12 @@ bool parse_time(std::string_view s, system_clock::time_point& out) {
   std::size_t pos = 0;
   auto number = [&](std::size_t digits, int& v) {
     if (pos + digits > s.size()) return false;
-    if (!parse_int(s.substr(pos, digits), v)) return false;
+    v = 0;
+    for (std::size_t i = 0; i < digits; ++i) {
+      const char c = s[pos + i];
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
     pos += digits;
     return true;
   };
@@ -93,9 +98,17 @@ bool parse_time(std::string_view s, system_clock::time_point& out) {
   const std::chrono::year_month_day ymd{std::chrono::year(y), std::chrono::month(mo),
                                         std::chrono::day(d)};
   if (!ymd.ok() || h > 24 || mi > 59 || sec > 60) return false;
-  out = std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
-        std::chrono::seconds(sec) + std::chrono::microseconds(micros) -
-        std::chrono::seconds(offset);
+  // In microseconds first (PostgreSQL's own unit, good for 292,000 years), then only
+  // what system_clock's nanoseconds hold (1677-09-21 to 2262-04-11).
+  const std::chrono::sys_time<std::chrono::microseconds> t =
+      std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
+      std::chrono::seconds(sec) + std::chrono::microseconds(micros) -
+      std::chrono::seconds(offset);
+  using Nanos = system_clock::duration;
+  constexpr auto lowest = std::chrono::floor<std::chrono::microseconds>(Nanos::min());
+  constexpr auto highest = std::chrono::floor<std::chrono::microseconds>(Nanos::max());
+  if (t.time_since_epoch() < lowest || t.time_since_epoch() > highest) return false;
+  out = system_clock::time_point(std::chrono::duration_cast<Nanos>(t.time_since_epoch()));
   return true;
 }
 
@@ -130,15 +143,34 @@ Value::Value(const char* v) {
   if (v != nullptr) text_ = v;
 }
 
-Value::Value(const Bytes& v) {
-  std::string hex = "\\x";
-  hex.reserve(2 + v.data.size() * 2);
-  for (const char c : v.data) {
-    const auto b = static_cast<unsigned char>(c);
-    hex += kHex[b >> 4];
-    hex += kHex[b & 15];
+std::optional<Uuid> Uuid::parse(std::string_view text) noexcept {
+  // Hyphens after the 8th, 12th, 16th and 20th digit, or none at all.
+  const bool hyphens = text.size() == 36;
+  if (!hyphens && text.size() != 32) return std::nullopt;
+  Uuid u;
+  std::size_t pos = 0;
+  for (std::size_t i = 0; i < 16; ++i) {
+    if (hyphens && (i == 4 || i == 6 || i == 8 || i == 10)) {
+      if (text[pos] != '-') return std::nullopt;
+      ++pos;
+    }
+    const int hi = hex_digit(text[pos]), lo = hex_digit(text[pos + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    u.bytes[i] = static_cast<std::uint8_t>(hi * 16 + lo);
+    pos += 2;
   }
-  text_ = std::move(hex);
+  return u;
+}
+
+std::string Uuid::to_string() const {
+  std::string out;
+  out.reserve(36);
+  for (std::size_t i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 15];
+  }
+  return out;
 }
 
 Value::Value(system_clock::time_point v) {
@@ -291,23 +323,37 @@ Error Row::read(int column, std::string_view& out) const {
 Error Row::read(int column, Bytes& out) const {
   if (Error e = check(column)) return e;
   const std::string_view t = text(column);
+  if (PQfformat(res_, column) == 1) {
+    out.data.assign(t);
+    return {};
+  }
   // bytea_output 'hex' (the server's default): "\x" and two digits a byte.
   if (t.size() < 2 || t[0] != '\\' || t[1] != 'x' || t.size() % 2 != 0)
     return unreadable(res_, column, t, "bytea in hex");
-  out.data.clear();
-  out.data.reserve((t.size() - 2) / 2);
+  out.data.resize((t.size() - 2) / 2);
+  char* to = out.data.data();
   for (std::size_t i = 2; i < t.size(); i += 2) {
     const int hi = hex_digit(t[i]), lo = hex_digit(t[i + 1]);
     if (hi < 0 || lo < 0) return unreadable(res_, column, t, "bytea in hex");
-    out.data += static_cast<char>(hi * 16 + lo);
+    *to++ = static_cast<char>(hi * 16 + lo);
   }
+  return {};
+}
+
+Error Row::read(int column, Uuid& out) const {
+  if (Error e = check(column)) return e;
+  const std::string_view t = text(column);
+  std::optional<Uuid> u = Uuid::parse(t);
+  if (!u) return unreadable(res_, column, t, "a uuid");
+  out = *u;
   return {};
 }
 
 Error Row::read(int column, system_clock::time_point& out) const {
   if (Error e = check(column)) return e;
   const std::string_view t = text(column);
-  if (!parse_time(t, out)) return unreadable(res_, column, t, "a timestamp");
+  if (!parse_time(t, out))
+    return unreadable(res_, column, t, "a timestamp from 1677-09-21 to 2262-04-11 (system_clock's)");
   return {};
 }
 

@@ -75,7 +75,17 @@ class TestServer {
     }
   }
 
+  // A restart that keeps the server's data (test-servers.sh's "restart": PostgreSQL
+  // only): its sessions end, and after seconds_down it listens again at the same address.
+  // Whether it is back.
+  bool restart(double seconds_down = 0) {
+    const std::string cmd = script(kind_ + " restart " + dir_ + " " + std::to_string(seconds_down));
+    return std::system(cmd.c_str()) == 0;
+  }
+
   bool ok() const { return skip_reason_.empty() && error_.empty(); }
+  // The server's folder (PostgreSQL's certificate is data/server.crt in it, with "tls").
+  const std::string& dir() const { return dir_; }
   const std::string& skip_reason() const { return skip_reason_; }
   const std::string& error() const { return error_; }
   const std::string& address() const { return address_; }

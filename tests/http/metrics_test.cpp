@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -453,6 +455,56 @@ TEST(MetricsServer, ConnectionsAndBytesFollowTheTraffic) {
 
 // promtool (Debian's prometheus package) parses and lints what we render: the default
 // registry with the runtime, process and HTTP metrics, and labels needing escapes.
+// A pool's figures, as goro::pg::Pool and goro::redis::Client give them.
+struct FakePoolStats {
+  int open = 0, idle = 0;
+  std::uint64_t connects = 0, connect_errors = 0, waits = 0, discarded = 0;
+};
+struct FakePool {
+  FakePoolStats now;
+  FakePoolStats stats() const { return now; }
+};
+
+TEST(MetricsPools, APoolsFiguresAtEachRenderUntilItsExportEnds) {
+  Registry reg;
+  FakePool a, b;
+  a.now = {.open = 3, .idle = 1, .connects = 5, .connect_errors = 2, .waits = 7, .discarded = 1};
+  std::optional<metrics::PoolExport> first = metrics::export_pool(reg, "pg", "notes", a);
+  metrics::PoolExport second = metrics::export_pool(reg, "pg", "audit", b);
+  std::string text = reg.render();
+  EXPECT_EQ(sample(text, R"(pg_pool_open_connections{pool="notes"})"), 3);
+  EXPECT_EQ(sample(text, R"(pg_pool_idle_connections{pool="notes"})"), 1);
+  EXPECT_EQ(sample(text, R"(pg_pool_connects_total{pool="notes"})"), 5);
+  EXPECT_EQ(sample(text, R"(pg_pool_connect_errors_total{pool="notes"})"), 2);
+  EXPECT_EQ(sample(text, R"(pg_pool_waits_total{pool="notes"})"), 7);
+  EXPECT_EQ(sample(text, R"(pg_pool_discarded_total{pool="notes"})"), 1);
+  EXPECT_EQ(sample(text, R"(pg_pool_open_connections{pool="audit"})"), 0);
+  EXPECT_NE(text.find("# TYPE pg_pool_connects_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE pg_pool_idle_connections gauge"), std::string::npos) << text;
+  // Read again at the next render.
+  a.now.open = 4;
+  a.now.connects = 9;
+  text = reg.render();
+  EXPECT_EQ(sample(text, R"(pg_pool_open_connections{pool="notes"})"), 4);
+  EXPECT_EQ(sample(text, R"(pg_pool_connects_total{pool="notes"})"), 9);
+  // One export per system and pool at a time; a name that makes no metric is refused.
+  EXPECT_THROW((void)metrics::export_pool(reg, "pg", "notes", a), std::invalid_argument);
+  EXPECT_THROW((void)metrics::export_pool(reg, "no such", "x", a), std::invalid_argument);
+  // Ended: its series leave, the other pool's stay; the name is free again.
+  first.reset();
+  text = reg.render();
+  EXPECT_FALSE(sample(text, R"(pg_pool_open_connections{pool="notes"})")) << text;
+  EXPECT_TRUE(sample(text, R"(pg_pool_open_connections{pool="audit"})")) << text;
+  metrics::PoolExport again = metrics::export_pool(reg, "pg", "notes", a);
+  EXPECT_EQ(sample(reg.render(), R"(pg_pool_connects_total{pool="notes"})"), 9);
+  // A reader of the program's own.
+  metrics::PoolExport own = metrics::export_pool(
+      reg, "redis", "cache", std::function<metrics::PoolFigures()>([] {
+        return metrics::PoolFigures{.open = 2, .idle = 2};
+      }));
+  EXPECT_EQ(sample(reg.render(), R"(redis_pool_idle_connections{pool="cache"})"), 2);
+}
+
 TEST(MetricsPromtool, AcceptsTheRenderedText) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "promtool not found: apt-get install prometheus (scripts/deps.sh test)";
@@ -470,9 +522,13 @@ TEST(MetricsPromtool, AcceptsTheRenderedText) {
     reg.histogram_family("sizes_bytes", "Sizes.", {"kind"}, metrics::exponential_buckets(1, 2, 4))
         .with_labels({"a"})
         .observe(3);
+    FakePool pool;
+    pool.now = {.open = 2, .idle = 1, .connects = 3};
+    const metrics::PoolExport exported = metrics::export_pool(reg, "pg", "main", pool);
     text += reg.render();
   });
   ASSERT_NE(text.find("\ngoro_goroutines "), std::string::npos) << text;
+  ASSERT_TRUE(sample(text, R"(pg_pool_connects_total{pool="main"})")) << text;
   ASSERT_TRUE(sample(text, R"(http_requests_total{method="other",route="none",code="200"})")) << text;
 
   char out_path[] = "/tmp/goro-metrics-promtool.XXXXXX";

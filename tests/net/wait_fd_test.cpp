@@ -456,6 +456,47 @@ TEST(FdWatch, LibraryClosedTheDescriptorAndReusedItsNumber) {
   });
 }
 
+// forget_closed(): the owner says the descriptor is closed, so the watch goes without
+// looking at the number again (no fstat: under TSan, looking at a number another thread
+// has just been given is a race on it); a waiter on it is woken, and the new file under
+// the number keeps its own registration.
+TEST(FdWatch, ForgetClosedLeavesTheNumbersNewFileAlone) {
+  run_with(2, [] {
+    auto first = std::make_unique<Pair>();
+    const int number = first->a;
+    auto stale = FdWatch::open(number);
+    ASSERT_TRUE(stale);
+    std::error_code woken;
+    goro::WaitGroup waiter;
+    waiter.add(1);
+    goro::go([&, w = &*stale] {
+      woken = w->wait(Interest::read, deadline_after(5s));
+      waiter.done();
+    });
+    while (goro::stats().netpoll_waiters == 0) goro::sleep(1ms);
+    ::close(first->a);
+    first->a = -1;
+    Pair second;
+    const int reused = second.a == number ? second.a : second.b;
+    ASSERT_EQ(reused, number) << "the kernel hands out the lowest free number";
+    const int peer = reused == second.a ? second.b : second.a;
+    auto fresh = FdWatch::open(number);
+    ASSERT_TRUE(fresh) << fresh.error().message();
+    stale->forget_closed();
+    waiter.wait();
+    EXPECT_EQ(woken, errc::closed);
+    EXPECT_EQ(stale->fd(), -1);
+    stale->forget_closed();  // once is enough; again does nothing
+    {
+      After write(10ms, [peer] { put(peer, "new"); });
+      EXPECT_FALSE(fresh->wait(Interest::read, deadline_after(5s)));
+    }
+    EXPECT_EQ(drain(number), "new");
+    FdWatch none;
+    none.forget_closed();
+  });
+}
+
 TEST(FdWatch, DestroyedOutsideTheRuntimeWhileAGoroutineWaits) {
   // The destructor on a plain thread cannot wait for the waiter to leave; the waiter,
   // woken with errc::closed, finishes the release and frees what is left.

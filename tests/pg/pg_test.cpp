@@ -20,48 +20,25 @@
 #include <goro/scheduler/select.hpp>
 #include <goro/scheduler/waitgroup.hpp>
 
-#include "clibs_test_util.hpp"
 #include "leak_check.hpp"
+#include "pg_test_util.hpp"
 
 namespace goro::pg {
+namespace testing {
+
+clibs::testing::TestServer& the_server() {
+  static clibs::testing::TestServer server("pg", "100");
+  return server;
+}
+
+}  // namespace testing
+
 namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::system_clock;
-
-using clibs::testing::TestServer;
-
-// One server for the whole binary.
-TestServer& the_server() {
-  static TestServer server("pg", "100");
-  return server;
-}
-
-class PgPool : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    GORO_REQUIRE_SERVER(server_);
-  }
-  Options options(int max_open = 10) const {
-    return Options{.conninfo = server_.address(), .max_open = max_open};
-  }
-  void run(std::function<void()> body) {
-    goro::Config config;
-    config.maxprocs = GetParam();
-    goro::run(std::move(body), config);
-  }
-  // A table name of this test and P count, so runs at 1 and 4 Ps do not meet.
-  std::string table(const char* base) const {
-    return std::string(base) + "_" + std::to_string(GetParam());
-  }
-  TestServer& server_ = the_server();
-};
-
-long long ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
-}
+using testing::ms_since;
+using testing::PgPool;
 
 TEST_P(PgPool, ValuesRoundTripThroughParametersAndResults) {
   run([&] {
@@ -468,10 +445,7 @@ TEST_P(PgPool, AServerThatIsNotThereFailsWithLibpqsWords) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ps, PgPool, ::testing::Values(1, 4),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           return std::to_string(p.param) + "P";
-                         });
+INSTANTIATE_TEST_SUITE_P(Ps, PgPool, ::testing::Values(1, 4), testing::procs_name);
 
 }  // namespace
 }  // namespace goro::pg

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -151,6 +153,121 @@ TEST_P(RedisClient, PipelinesAndTransactions) {
   });
 }
 
+// WATCH: a transaction that lost its race says so and ran nothing; 16 goroutines
+// incrementing through watch() and retrying on tx_failed lose no increment; a watch
+// ended without EXEC (an error or an exception out of fn) leaves its connection
+// unwatched for the next call.
+TEST_P(RedisClient, WatchedTransactionsAreOptimistic) {
+  run([&] {
+    Options o = options();
+    o.pool_size = 1;  // every call on the one connection: a watch left on it would show
+    Client redis(o);
+    Client other(options());
+    const Context ctx;
+    ASSERT_FALSE(redis.set(ctx, "w", "1"));
+    Error lost = redis.watch(ctx, {"w"}, [&](Watch& w) -> Error {
+      auto v = w.command(ctx, {"GET", "w"});
+      if (!v) return v.error();
+      EXPECT_EQ(v->str, "1");
+      EXPECT_FALSE(other.set(ctx, "w", "changed"));  // another client, between WATCH and EXEC
+      Pipeline p;
+      p.add({"SET", "w", "mine"});
+      auto r = w.transaction(ctx, p);
+      return r ? Error() : r.error();
+    });
+    EXPECT_EQ(lost, errc::tx_failed) << lost.what();
+    EXPECT_EQ(**redis.get(ctx, "w"), "changed");
+
+    // An error out of fn before EXEC: the connection is unwatched before it goes back,
+    // so a plain transaction on it after another client's write still runs.
+    Error mine = redis.watch(ctx, {"w"}, [&](Watch&) -> Error {
+      return Error(std::make_error_code(std::errc::operation_canceled), "gave up");
+    });
+    EXPECT_EQ(mine.what(), "gave up");
+    EXPECT_FALSE(other.set(ctx, "w", "again"));
+    Pipeline plain;
+    plain.add({"SET", "w", "after"});
+    EXPECT_TRUE(redis.transaction(ctx, plain));
+    EXPECT_THROW((void)redis.watch(ctx, {"w"}, [&](Watch&) -> Error { throw std::runtime_error("x"); }),
+                 std::runtime_error);
+    EXPECT_FALSE(other.set(ctx, "w", "again"));
+    EXPECT_TRUE(redis.transaction(ctx, plain));
+    EXPECT_EQ(redis.stats().open, 1);
+    EXPECT_EQ(redis.stats().discarded, 0u);
+
+    // Increments by GET and SET under WATCH, retried when they lose.
+    Options shared = options();
+    shared.pool_size = 8;
+    Client many(shared);
+    ASSERT_FALSE(many.set(ctx, "n", "0"));
+    std::atomic<int> failures{0}, retries{0};
+    goro::WaitGroup wg;
+    for (int g = 0; g < 16; ++g) {
+      wg.add(1);
+      goro::go([&] {
+        for (int i = 0; i < 10; ++i) {
+          for (;;) {
+            Error e = many.watch(ctx, {"n"}, [&](Watch& w) -> Error {
+              auto v = w.command(ctx, {"GET", "n"});
+              if (!v) return v.error();
+              goro::yield();  // a window for the others
+              Pipeline p;
+              const std::string next = std::to_string(std::stoll(v->str) + 1);
+              p.add({"SET", "n", next});
+              auto r = w.transaction(ctx, p);
+              return r ? Error() : r.error();
+            });
+            if (e != errc::tx_failed) {
+              if (e) failures.fetch_add(1);
+              break;
+            }
+            retries.fetch_add(1);
+          }
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(**many.get(ctx, "n"), "160");
+    std::printf("  160 increments, %d retried after losing the race\n", retries.load());
+  });
+}
+
+// A pool of 16 under 16 goroutines that pause between calls, as handlers do between
+// requests: with max_idle unset (pool_size) each connection is dialed once. (With the
+// old default of 10 idle, every moment with more than 10 idle closed some, and the
+// next calls dialed them again.) With max_idle 2, only 2 stay once the load is gone.
+TEST_P(RedisClient, ConnectionsAreKeptBetweenCalls) {
+  run([&] {
+    for (const std::optional<int> max_idle : {std::optional<int>(), std::optional<int>(2)}) {
+      Options o = options();
+      o.pool_size = 16;
+      o.max_idle = max_idle;
+      Client redis(o);
+      std::atomic<int> failures{0};
+      goro::WaitGroup wg;
+      for (int g = 0; g < 16; ++g) {
+        wg.add(1);
+        goro::go([&] {
+          for (int i = 0; i < 25; ++i) {
+            if (!redis.command(Context(), {"PING"})) failures.fetch_add(1);
+            goro::sleep(std::chrono::microseconds(200));
+          }
+          wg.done();
+        });
+      }
+      wg.wait();
+      EXPECT_EQ(failures.load(), 0);
+      const PoolStats s = redis.stats();
+      if (!max_idle) {
+        EXPECT_LE(s.connects, 16u) << "400 calls on 16 connections";
+      }
+      EXPECT_LE(s.idle, max_idle.value_or(16));
+    }
+  });
+}
+
 TEST_P(RedisClient, ScriptsRunBySha1AndLoadThemselves) {
   run([&] {
     Client redis(options());
@@ -200,7 +317,7 @@ TEST_P(RedisClient, PoolNeverOpensMoreThanItsSize) {
     EXPECT_EQ(ok.load(), 40);
     EXPECT_LE(most_open.load(), 4);
     const PoolStats s = redis.stats();
-    EXPECT_LE(s.dials, 4u);
+    EXPECT_LE(s.connects, 4u);
     EXPECT_GT(s.waits, 0u);
     EXPECT_GE(elapsed, 950ms) << ms_since(t0);
     EXPECT_LT(elapsed, 5s) << ms_since(t0);
@@ -262,7 +379,7 @@ TEST_P(RedisClient, ServerRestartFailsCallsClearlyThenRecovers) {
       }
       ASSERT_TRUE(up) << up.error().what();
       EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << ms_since(t0);
-      EXPECT_GT(redis.stats().dial_errors, 0u);
+      EXPECT_GT(redis.stats().connect_errors, 0u);
     }
   });
 }

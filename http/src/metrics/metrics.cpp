@@ -467,7 +467,7 @@ std::string Registry::render() const {
     std::lock_guard lock(impl_->mu);
     families.reserve(impl_->families.size());
     for (auto& [name, f] : impl_->families) families.push_back(f.get());
-    before = impl_->before_render;
+    for (const auto& [id, fn] : impl_->before_render) before.push_back(fn);
   }
   for (const auto& fn : before) fn();
   std::string out;

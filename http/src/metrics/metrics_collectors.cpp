@@ -62,7 +62,7 @@ void register_runtime_metrics(Registry& registry) {
   auto snap = std::make_shared<StatsSnapshot>();
   {
     std::lock_guard lock(r.mu);
-    r.before_render.push_back([snap] { snap->take(); });
+    r.before_render.emplace(r.next_hook++, [snap] { snap->take(); });
   }
   auto field = [&add, snap](std::string_view name, std::string_view help, Kind kind,
                             auto member) {

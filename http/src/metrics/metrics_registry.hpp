@@ -101,8 +101,12 @@ struct Registry::Impl {
   // Every name a family writes (its own, and a histogram's _bucket, _sum and _count).
   std::set<std::string, std::less<>> taken;
   // Run at the start of each render, outside mu (under it only to copy the list): a
-  // collector that serves several families reads its source once here.
-  std::vector<std::function<void()>> before_render;
+  // collector that serves several families reads its source once here. By an id, so
+  // that a collector that ends (PoolExport) can leave.
+  std::map<std::uint64_t, std::function<void()>> before_render;
+  std::uint64_t next_hook = 0;
+  // The (system, pool) pairs export_pool() serves now, each at most once.
+  std::set<std::pair<std::string, std::string>> pools;
 
   detail::FamilyState* add(std::string_view name, std::string_view help, detail::Kind kind,
                    std::vector<std::string> label_names, std::vector<double> bounds,

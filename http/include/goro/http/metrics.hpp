@@ -234,6 +234,68 @@ void register_process_metrics(Registry& registry);
 // connection closes.
 void register_server_metrics(Registry& registry);
 
+// What a pool of connections to a server says of itself (goro::pg::PoolStats and
+// goro::redis::PoolStats have these).
+struct PoolFigures {
+  double open = 0;            // connections open now, idle and in use
+  double idle = 0;            // of them, idle
+  double connects = 0;        // connections made (tried), since the pool was made
+  double connect_errors = 0;  // of them, failed
+  double waits = 0;           // calls that waited for a connection to come free
+  double discarded = 0;       // connections closed because broken
+};
+
+// A pool's figures on a registry (export_pool). Move-only. Destroyed, it stops reading
+// the pool (waiting for a render that is reading it now) and its series leave the
+// registry; destroy it before the pool.
+class PoolExport {
+ public:
+  PoolExport() noexcept;
+  PoolExport(PoolExport&&) noexcept;
+  PoolExport& operator=(PoolExport&&) noexcept;
+  ~PoolExport();
+
+  struct Source;  // http/src/metrics/metrics_pools.cpp
+
+ private:
+  friend PoolExport export_pool(Registry&, std::string_view, std::string_view,
+                                std::function<PoolFigures()>);
+  explicit PoolExport(std::shared_ptr<Source> source) noexcept;
+  std::shared_ptr<Source> source_;
+};
+
+// Exports a pool's figures, read by `read` at each render (on the rendering goroutine)
+// while the handle lives, labeled pool="<pool>":
+//   <system>_pool_open_connections, <system>_pool_idle_connections     gauges
+//   <system>_pool_connects_total, <system>_pool_connect_errors_total,
+//   <system>_pool_waits_total, <system>_pool_discarded_total           counters
+// system names the client ("pg", "redis") and must make valid metric names; pool tells
+// one program's pools apart. Exporting the same system and pool again while the first
+// handle lives throws std::invalid_argument.
+[[nodiscard]] PoolExport export_pool(Registry& registry, std::string_view system,
+                                     std::string_view pool, std::function<PoolFigures()> read);
+
+// The same for a pool whose stats() has those fields (goro::pg::Pool,
+// goro::redis::Client):
+//   auto exported = metrics::export_pool(metrics::default_registry(), "pg", "notes", db);
+template <class Pool>
+  requires requires(const Pool& p) {
+    p.stats().open, p.stats().idle, p.stats().connects, p.stats().connect_errors,
+        p.stats().waits, p.stats().discarded;
+  }
+[[nodiscard]] PoolExport export_pool(Registry& registry, std::string_view system,
+                                     std::string_view pool, const Pool& source) {
+  return export_pool(registry, system, pool, std::function<PoolFigures()>([&source] {
+                       const auto s = source.stats();
+                       return PoolFigures{static_cast<double>(s.open),
+                                          static_cast<double>(s.idle),
+                                          static_cast<double>(s.connects),
+                                          static_cast<double>(s.connect_errors),
+                                          static_cast<double>(s.waits),
+                                          static_cast<double>(s.discarded)};
+                     }));
+}
+
 // What instrument() records, and where.
 struct InstrumentOptions {
   // Where the http_* metrics are registered; nullptr: default_registry(). It must

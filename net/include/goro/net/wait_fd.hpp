@@ -104,6 +104,12 @@ class FdWatch {
   // which the caller may close next. Never closes it. Blocks only while waiters leave.
   int release() noexcept;
 
+  // release() for a descriptor its library has closed already (libpq drops its socket
+  // when the server goes): the number is not looked at again (not even by fstat), since
+  // another thread may have been given it for a file of its own; epoll dropped the
+  // registration with the file. Blocks only while waiters leave.
+  void forget_closed() noexcept;
+
   // Whether this watch is on fd: the same number, still naming the file open() was
   // given (one fstat(2) call). False once that file was closed, even if the number now
   // names another; then open a new watch for it.

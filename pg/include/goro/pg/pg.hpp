@@ -15,19 +15,24 @@
 //
 // Errors. A statement the server refused fails with errc::server_error, the server's
 // primary message in what(), and its fields "sqlstate", "detail", "hint", "severity",
-// "constraint", "schema", "table", "column" where it sent them. A connection that could
-// not be made fails with std::errc::connection_refused, one that broke under a call with
-// std::errc::connection_reset (std::errc::io_error when libpq cannot tell), what()
-// starting with "pg: " and ending with libpq's words.
+// "context", "constraint", "schema", "table", "column" where it sent them. A connection
+// that could not be made fails with std::errc::connection_refused, one that broke under
+// a call with std::errc::connection_reset (std::errc::io_error when libpq cannot tell),
+// what() starting with "pg: " and ending with libpq's words. A call that fails on a
+// broken connection is not tried again: libpq cannot say whether the statement reached
+// the server before the break (see docs/data.md), and running an INSERT twice is worse
+// than an error. A connection the server closed while idle is caught before use.
 //
 // Contexts. Every call takes one: its cancellation or deadline ends a wait for a
 // connection, a connect or a statement at once, with ctx.err(). A statement cut short is
 // cancelled on the server (PQcancel) and its results read to the end, so the connection
 // stays in the pool; one whose server does not confirm within 5 s is closed instead.
 //
-// Parameters ($1, $2, ...) are sent as text, a Value each; results come back as text
-// and Row::get parses them. The session's TimeZone is UTC, so a timestamptz reads back
-// with offset +00.
+// Parameters ($1, $2, ...) are sent as text, a Value each, except Bytes (bytea), which
+// go in binary; results come back as text and Row::get parses them, except those of a
+// prepared statement whose columns are all bytea or text (text, varchar, char, name),
+// which come back in binary from its second run on (the bytes of a bytea as they are,
+// not in hex). The session's TimeZone is UTC, so a timestamptz reads back with offset +00.
 //
 // Prepared statements: the first run of an SQL text on a connection prepares it
 // (PQsendPrepare, named "goro_N"), later runs execute what was prepared; up to 256 per
@@ -42,11 +47,17 @@
 // server has closed it) is closed; so is one that broke under a call, or that a call
 // left inside a transaction (BEGIN through exec; use begin() instead).
 //
+// COPY: copy_in() ("COPY t FROM STDIN") gives a CopyIn to write the data to, in the
+// format the statement names; copy_out() ("COPY t TO STDOUT") a CopyOut to read it from,
+// a row at a time. Each holds its connection until finished.
+//
 // Every function that can wait must be called on a goroutine. A Pool is shared by any
-// number of goroutines; a Tx is one goroutine's at a time.
+// number of goroutines; a Tx, a CopyIn or a CopyOut is one goroutine's at a time.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -71,7 +82,7 @@ namespace goro::pg {
 // Errors of goro::pg itself ("goro.pg").
 enum class errc {
   server_error = 1,  // the server refused a statement (the fields say why)
-  protocol_error,    // the server answered in a way this client does not handle (COPY)
+  protocol_error,    // the server answered in a way this client does not handle
   closed,            // the pool (or the transaction) is no longer usable
   bad_value,         // a value could not be read as the type asked for (or is NULL)
 };
@@ -85,10 +96,15 @@ struct Options {
   // empty: libpq's PG* environment variables.
   std::string conninfo{};
   int max_open = 10;  // connections open at once, idle and in use, at most
-  int max_idle = 10;  // idle connections kept, at most
+  // Idle connections kept, at most; unset: max_open. Fewer than max_open closes
+  // connections whenever the load dips and makes them again when it comes back.
+  std::optional<int> max_idle{};
   std::chrono::milliseconds max_lifetime{std::chrono::minutes(30)};  // from its connect
   std::chrono::milliseconds max_idle_time{std::chrono::minutes(5)};
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+  // After a connect fails, calls fail at once with its error (rather than each trying
+  // to connect) for 10 ms, doubling with each failure in a row up to this.
+  std::chrono::milliseconds max_backoff{std::chrono::milliseconds(500)};
 };
 
 // bytea: any bytes.
@@ -97,7 +113,21 @@ struct Bytes {
   friend bool operator==(const Bytes&, const Bytes&) = default;
 };
 
-// A statement's parameter, in PostgreSQL's text form; std::nullopt is NULL.
+// uuid: 16 bytes, written and read in the canonical text form
+// ("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").
+struct Uuid {
+  std::array<std::uint8_t, 16> bytes{};
+
+  // The 36-character form, or 32 hex digits without the hyphens; either case.
+  static std::optional<Uuid> parse(std::string_view text) noexcept;
+  // The canonical form, lowercase.
+  std::string to_string() const;
+  friend bool operator==(const Uuid&, const Uuid&) = default;
+  friend auto operator<=>(const Uuid&, const Uuid&) = default;
+};
+
+// A statement's parameter: PostgreSQL's text form of it, or for Bytes the bytes
+// themselves (sent in binary); std::nullopt is NULL.
 class Value {
  public:
   Value(std::nullopt_t) noexcept {}  // NOLINT: implicit, as every Value constructor
@@ -109,24 +139,28 @@ class Value {
   Value(const char* v);               // NOLINT: nullptr is NULL
   Value(std::string v) : text_(std::move(v)) {}       // NOLINT
   Value(std::string_view v) : text_(std::string(v)) {}  // NOLINT
-  Value(const Bytes& v);                                // NOLINT: hex, "\x0a1b..."
-  Value(std::chrono::system_clock::time_point v);       // NOLINT: UTC, microseconds
+  Value(Bytes v) : text_(std::move(v.data)), binary_(true) {}  // NOLINT: as bytea
+  Value(const Uuid& v) : text_(v.to_string()) {}                 // NOLINT
+  Value(std::chrono::system_clock::time_point v);                // NOLINT: UTC, microseconds
   template <class T>
   Value(const std::optional<T>& v) : Value(v ? Value(*v) : Value(std::nullopt)) {}  // NOLINT
 
   bool is_null() const noexcept { return !text_; }
-  // The text sent; "" for NULL.
+  // Whether text() is bytes sent in binary, as a bytea (a Bytes).
+  bool is_binary() const noexcept { return binary_; }
+  // What is sent: the text form, or a Bytes' bytes; "" for NULL.
   std::string_view text() const noexcept { return text_ ? std::string_view(*text_) : ""; }
 
  private:
   std::optional<std::string> text_;
+  bool binary_ = false;
 };
 
 // One row of Rows; valid while its Rows lives.
 class Row {
  public:
   // Column `column` as T: bool, int, long, long long (int32_t, int64_t), double,
-  // std::string, std::string_view (into the result), Bytes (bytea), or
+  // std::string, std::string_view (into the result), Bytes (bytea), Uuid, or
   // std::chrono::system_clock::time_point (timestamptz or timestamp, read as UTC); or
   // std::optional of one of those, std::nullopt for NULL. errc::bad_value, naming the
   // column, for NULL read as a T that is not optional, or text that is not a T.
@@ -144,7 +178,9 @@ class Row {
     }
   }
   bool is_null(int column) const noexcept;
-  // The text the server sent; "" for NULL.
+  // The value as the server sent it, "" for NULL: its text form, except for a bytea
+  // column that came in binary (see the top of this file), which is the bytes. Bytes
+  // reads a bytea column the same either way.
   std::string_view text(int column) const noexcept;
 
  private:
@@ -165,6 +201,7 @@ class Row {
   Error read(int column, std::string& out) const;
   Error read(int column, std::string_view& out) const;
   Error read(int column, Bytes& out) const;
+  Error read(int column, Uuid& out) const;
   Error read(int column, std::chrono::system_clock::time_point& out) const;
 
   const pg_result* res_;
@@ -212,7 +249,10 @@ struct Notification {
 
 class Tx;
 class Listener;
+class CopyIn;
+class CopyOut;
 struct Conn;  // internal: one libpq connection (pg/src/conn.hpp)
+struct Copy;  // internal: a COPY in progress (pg/src/copy.cpp)
 
 class Pool {
  public:
@@ -241,6 +281,11 @@ class Pool {
   // A transaction (BEGIN ISOLATION LEVEL ...) on a connection of the pool, which it
   // holds until committed, rolled back or destroyed.
   Result<Tx, Error> begin(const Context& ctx, Isolation isolation = Isolation::read_committed);
+
+  // COPY ... FROM STDIN (sql) on a pooled connection, held until the copy ends.
+  Result<CopyIn, Error> copy_in(const Context& ctx, std::string_view sql);
+  // COPY ... TO STDOUT (sql) on a pooled connection, held until the copy ends.
+  Result<CopyOut, Error> copy_out(const Context& ctx, std::string_view sql);
 
   // LISTEN channel on a connection of its own (outside max_open); returns once the
   // server has confirmed it.
@@ -277,6 +322,10 @@ class Tx {
   Result<long long, Error> exec(const Context& ctx, std::string_view sql,
                                 const std::vector<Value>& params);
 
+  // COPY inside the transaction, which must outlive the copy and is not used meanwhile.
+  Result<CopyIn, Error> copy_in(const Context& ctx, std::string_view sql);
+  Result<CopyOut, Error> copy_out(const Context& ctx, std::string_view sql);
+
   // COMMIT. Either way the transaction is over and its connection back in the pool;
   // errc::closed when it was over already.
   Error commit(const Context& ctx);
@@ -291,9 +340,57 @@ class Tx {
   std::unique_ptr<Conn> conn_;  // null once over
 };
 
-// Notifications of one channel arrive on notifications() until close(). The connection
-// is not made again when it breaks: the channel closes then, and a new listen() is the
-// way to go on (notifications sent meanwhile are lost).
+// A COPY ... FROM STDIN in progress. write() the data in the format the statement
+// names (text: a line per row, tab between columns; csv; binary), in chunks of any size
+// (a row may straddle two), then finish(). Move-only. Aborted or destroyed before
+// finish(), nothing is copied. A failure of write() ends the copy the same way.
+class CopyIn {
+ public:
+  CopyIn(CopyIn&&) noexcept;
+  CopyIn& operator=(CopyIn&&) noexcept;
+  ~CopyIn();  // abort(), waiting up to 5 s for the server
+
+  // Sends data, waiting while the server's socket takes no more.
+  Error write(const Context& ctx, std::string_view data);
+  // Ends the data: the rows copied, or the server's refusal of them (errc::server_error;
+  // for a malformed row the field "context" says which: "COPY t, line 2, column n").
+  Result<long long, Error> finish(const Context& ctx);
+  // Ends the copy with nothing copied; the server is told why.
+  Error abort(const Context& ctx, std::string_view why);
+
+ private:
+  friend class Pool;
+  friend class Tx;
+  explicit CopyIn(std::unique_ptr<Copy> copy) noexcept;
+  std::unique_ptr<Copy> copy_;  // null once over
+};
+
+// A COPY ... TO STDOUT in progress: next() gives its data a row at a time, in the
+// statement's format. Move-only. Destroyed before the end, the statement is cancelled
+// and the rest dropped.
+class CopyOut {
+ public:
+  CopyOut(CopyOut&&) noexcept;
+  CopyOut& operator=(CopyOut&&) noexcept;
+  ~CopyOut();
+
+  // The next row (valid until the next call), or std::nullopt after the last one.
+  Result<std::optional<std::string_view>, Error> next(const Context& ctx);
+  // The rows sent, once next() has returned std::nullopt.
+  long long rows() const noexcept { return rows_; }
+
+ private:
+  friend class Pool;
+  friend class Tx;
+  explicit CopyOut(std::unique_ptr<Copy> copy) noexcept;
+  std::unique_ptr<Copy> copy_;  // null once over
+  long long rows_ = 0;
+};
+
+// Notifications of one channel arrive on notifications() until close(). When the
+// connection breaks (the server restarted, the backend was terminated) it is made
+// again, with Options::max_backoff's pauses between tries, and LISTEN sent again;
+// notifications sent meanwhile are lost, as with any LISTEN.
 class Listener {
  public:
   ~Listener();  // close()
@@ -301,6 +398,8 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
 
   const Chan<Notification>& notifications() const noexcept { return notifications_; }
+  // How many times the connection was made again after breaking.
+  std::uint64_t reconnects() const noexcept;
   // Stops listening: the connection is closed and notifications() closed after what was
   // received. Waits for the reading goroutine to end.
   void close();

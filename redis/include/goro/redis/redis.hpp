@@ -28,11 +28,15 @@
 //
 // Subscriptions (subscribe) hold a connection of their own and reconnect with the same
 // back-off, subscribing again, until closed. Scripts (Script) run by EVALSHA and fall
-// back to EVAL when the server does not have them. Thread-safe: share one Client.
+// back to EVAL when the server does not have them. watch() runs an optimistic
+// transaction (WATCH ... MULTI/EXEC) on one held connection. With Options::sentinel the
+// client finds the master through Redis Sentinel and follows its failovers.
+// Thread-safe: share one Client.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -57,26 +61,42 @@ enum class errc {
   server_error = 1,  // the server answered with an error reply
   protocol_error,    // what came back is not RESP, or is past ReplyLimits
   closed,            // the client (or the subscription) was closed
+  tx_failed,         // a key watch() watched changed: the transaction did not run
 };
 const std::error_category& category() noexcept;
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), category()};
 }
 
+// Redis Sentinel: the master of a replicated set, found by asking its sentinels.
+struct SentinelOptions {
+  std::string master{};                  // the name the sentinels monitor it by
+  std::vector<std::string> addresses{};  // the sentinels' "host:port", asked in order
+  std::string password{};                // AUTH for the sentinels, when not empty
+};
+
 struct Options {
   // "host:port" (an IP address or a name), or a Unix socket: "unix:/path" or "/path".
+  // Unused with sentinel.master set.
   std::string address = "127.0.0.1:6379";
   std::string username{};  // AUTH username password when password is set (ACL users)
   std::string password{};  // AUTH password when not empty
   int db = 0;            // SELECT db when not 0
   int pool_size = 10;    // connections open at once, at most
-  int max_idle = 10;     // idle connections kept, at most
+  // Idle connections kept, at most; unset: pool_size. Fewer than pool_size closes
+  // connections whenever the load dips and dials them again when it comes back.
+  std::optional<int> max_idle{};
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds dial_timeout{std::chrono::seconds(5)};
   std::chrono::milliseconds read_timeout{std::chrono::seconds(3)};   // per reply
   std::chrono::milliseconds write_timeout{std::chrono::seconds(3)};  // per request
   std::chrono::milliseconds max_backoff{std::chrono::milliseconds(500)};
   ReplyLimits limits{};
+  // With master set, each dial asks the sentinels for the master's address (SENTINEL
+  // get-master-addr-by-name) and checks it is one (ROLE). After a failover the
+  // sentinels close the old master's connections; calls on them fail, and the pool
+  // dials the new master.
+  SentinelOptions sentinel{};
 };
 
 // Commands sent together on one connection, in one write, their replies read in order.
@@ -90,6 +110,7 @@ class Pipeline {
 
  private:
   friend class Client;
+  friend std::string transaction_wire(const Pipeline& p);
   std::string wire_;
   std::size_t count_ = 0;
 };
@@ -111,16 +132,18 @@ struct Message {
   std::string channel, pattern, payload;
 };
 
+// As goro::pg::PoolStats, so that one exporter serves both (http::metrics::export_pool).
 struct PoolStats {
-  int open = 0;          // connections open now (idle and in use)
-  int idle = 0;          // of them, idle
-  std::uint64_t dials = 0;        // connections opened, ever
-  std::uint64_t dial_errors = 0;  // dials that failed
-  std::uint64_t waits = 0;        // calls that waited for a connection to come free
-  std::uint64_t discarded = 0;    // connections closed after a failed exchange
+  int open = 0;                      // connections open now (idle and in use)
+  int idle = 0;                      // of them, idle
+  std::uint64_t connects = 0;        // dials made, ever (subscriptions' too)
+  std::uint64_t connect_errors = 0;  // of them, failed
+  std::uint64_t waits = 0;           // calls that waited for a connection to come free
+  std::uint64_t discarded = 0;       // connections closed after a failed exchange
 };
 
 class Subscription;
+class Watch;
 
 class Client {
  public:
@@ -157,6 +180,15 @@ class Client {
   Result<long long, Error> publish(const Context& ctx, std::string_view channel,
                                    std::string_view message);
 
+  // An optimistic transaction (go-redis' Watch): WATCH keys on a connection of the
+  // pool, then fn, which reads through the Watch and ends with its transaction(); the
+  // connection is unwatched and given back after. Returns fn's error: errc::tx_failed
+  // when a watched key changed between WATCH and EXEC, and nothing ran (run it again).
+  Error watch(const Context& ctx, std::initializer_list<std::string_view> keys,
+              const std::function<Error(Watch&)>& fn);
+  Error watch(const Context& ctx, std::span<const std::string_view> keys,
+              const std::function<Error(Watch&)>& fn);
+
   // Subscribes to channels and patterns (PSUBSCRIBE) on a connection of its own;
   // returns once the server has confirmed them all.
   Result<std::unique_ptr<Subscription>, Error> subscribe(const Context& ctx,
@@ -169,6 +201,27 @@ class Client {
 
  private:
   std::shared_ptr<State> state_;
+};
+
+// The connection Client::watch holds for fn, its keys watched.
+class Watch {
+ public:
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+  // A command on the watched connection (the reads the transaction depends on).
+  Result<Reply, Error> command(const Context& ctx, std::initializer_list<std::string_view> words);
+  Result<Reply, Error> command(const Context& ctx, std::span<const std::string_view> words);
+  // MULTI, p's commands, EXEC: EXEC's array of replies, errc::tx_failed when a watched
+  // key changed (nothing ran), or the error of a command the server refused to queue.
+  Result<Reply, Error> transaction(const Context& ctx, const Pipeline& p);
+
+  struct Held;  // redis/src/watch.cpp
+
+ private:
+  friend class Client;
+  explicit Watch(Held& held) noexcept : held_(held) {}
+  Held& held_;
 };
 
 // Messages arrive on messages() until close() (or the Client's end); the connection
