@@ -288,9 +288,10 @@ int App::run(std::function<http::Handler()> make) {
           break;
         }
         if (!failed && !upgraded && *sig == SIGTERM && options_.drain_delay.count() > 0) {
+          // Readiness off first: whoever reads the line may ask /readyz at once.
+          server.drain();
           say("SIGTERM: draining for " + seconds(options_.drain_delay) +
               ": /readyz answers 503 while serving goes on");
-          server.drain();
           (void)net::notify("STOPPING=1");
           const Clock::time_point until = Clock::now() + options_.drain_delay;
           for (;;) {

@@ -36,6 +36,9 @@
 // its P handed off as for goro::blocking, with no signal (detach_blocked). The thread
 // takes the usual path back at its next safe point. Without membarrier(2), and under
 // TSan (which cannot see the barrier's ordering), this is off and the signal is used.
+// Limit: a thread the kernel switched out at the very entry of such a call reads as
+// running ('R'), as a hog's does, so on a machine short of cores that call can still
+// be signalled and cut short.
 
 #include "sysmon.hpp"
 

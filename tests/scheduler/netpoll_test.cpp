@@ -290,36 +290,54 @@ TEST_P(Netpoll, DeadlineChangedWhileParked) {
 // A deadline moved later again and again, as a server moves a connection's read
 // deadline at every request, while the reader stays parked: the timer armed for the
 // first deadline must neither wake it early nor be lost, and a move back to an earlier
-// time after all the extensions must still be kept.
+// time after all the extensions must still be kept. The loop that moves the deadline is
+// a goroutine too: if the machine stalls it for longer than the 20 ms a deadline is
+// ahead (seen under a sanitizer on a loaded 2-core machine), the deadline really passes,
+// and that attempt proves nothing, so it is tried again.
 TEST_P(Netpoll, DeadlineExtendedManyTimesTimesOutAtTheLast) {
   run([] {
     for (bool shorten_at_end : {false, true}) {
-      Pipe p;
-      ASSERT_TRUE(p.open());
-      const std::int64_t t0 = nanotime();
-      goro::detail::poll_set_deadline(p.pd, t0 + 20 * kMs, goro::detail::IoMode::read);
-      ParkedReader r;
-      r.start(p);
-      // Every 2 ms for 100 ms, the deadline becomes 20 ms from now: always ahead.
-      std::int64_t last = 0;
-      while (nanotime() - t0 < 100 * kMs) {
-        last = nanotime();
-        goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
-        goro::sleep(2ms);
+      for (int attempt = 0;; ++attempt) {
+        Pipe p;
+        ASSERT_TRUE(p.open());
+        const std::int64_t t0 = nanotime();
+        goro::detail::poll_set_deadline(p.pd, t0 + 20 * kMs, goro::detail::IoMode::read);
+        ParkedReader r;
+        r.start(p);
+        // Every 2 ms for 100 ms, the deadline becomes 20 ms from now: always ahead.
+        std::int64_t last = t0, longest_gap = 0;
+        while (nanotime() - t0 < 100 * kMs) {
+          const std::int64_t now = nanotime();
+          longest_gap = std::max(longest_gap, now - last);
+          last = now;
+          goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
+          goro::sleep(2ms);
+        }
+        const bool stalled = longest_gap >= 15 * kMs;
+        if (r.woke.load() != 0 && stalled && attempt < 3) {
+          std::printf("[figure] deadline loop stalled %.1f ms: the deadline passed; again\n",
+                      static_cast<double>(longest_gap) / 1e6);
+          r.done.wait();
+          p.close();
+          continue;
+        }
+        EXPECT_EQ(r.woke.load(), 0) << "timed out although the deadline kept moving ahead "
+                                    << "(longest gap between moves "
+                                    << static_cast<double>(longest_gap) / 1e6 << " ms)";
+        if (shorten_at_end) {
+          last = nanotime() - 15 * kMs;  // 5 ms from now
+          goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
+        }
+        r.done.wait();
+        const double late = static_cast<double>(r.woke.load() - (last + 20 * kMs)) / 1e6;
+        std::printf("[figure] deadline extended 50 times%s (%d P): woke %.2f ms after the last\n",
+                    shorten_at_end ? ", then shortened" : "", goro::maxprocs(), late);
+        EXPECT_EQ(r.status, PollStatus::timeout) << status_name(r.status);
+        EXPECT_GE(late, 0.0);
+        EXPECT_LT(late, 15.0);
+        p.close();
+        break;
       }
-      EXPECT_EQ(r.woke.load(), 0) << "timed out although the deadline kept moving ahead";
-      if (shorten_at_end) {
-        last = nanotime() - 15 * kMs;  // 5 ms from now
-        goro::detail::poll_set_deadline(p.pd, last + 20 * kMs, goro::detail::IoMode::read);
-      }
-      r.done.wait();
-      const double late = static_cast<double>(r.woke.load() - (last + 20 * kMs)) / 1e6;
-      std::printf("[figure] deadline extended 50 times%s (%d P): woke %.2f ms after the last\n",
-                  shorten_at_end ? ", then shortened" : "", goro::maxprocs(), late);
-      EXPECT_EQ(r.status, PollStatus::timeout) << status_name(r.status);
-      EXPECT_GE(late, 0.0);
-      EXPECT_LT(late, 15.0);
-      p.close();
     }
   });
 }

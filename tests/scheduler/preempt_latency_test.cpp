@@ -89,7 +89,12 @@ TEST_P(PreemptLatency, ReadySocketWaitsMillisecondsBehindHogs) {
   std::printf("[figure] ready reader behind %d hog(s): waited median %.2f ms, worst %.2f ms\n",
               procs, median, sorted.back());
   // Loose (2 ms with 1 P, 3-5 ms with 4 Ps on 2 cores); the 10 ms rule gave 9-18 ms.
-  EXPECT_LE(median, 7.5) << "sysmon did not preempt a hog for the ready reader";
+  // With more Ps than cores the reader, once its P is free, also waits for the kernel
+  // to give its thread a core among the hogs' threads (several ms under a sanitizer on
+  // a busy machine), which no runtime decides.
+  const bool oversubscribed = procs > static_cast<int>(std::thread::hardware_concurrency());
+  const double limit = oversubscribed ? 9.0 : 7.5;
+  EXPECT_LE(median, limit) << "sysmon did not preempt a hog for the ready reader";
 }
 
 }  // namespace
