@@ -141,7 +141,8 @@ struct H2Callbacks {
     return 0;
   }
 
-  static int frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* /*user_data*/) {
+  static int frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type == NGHTTP2_GOAWAY) conn(user_data).goaway_queued_ = false;
     if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
       return 0;
@@ -246,10 +247,7 @@ void H2Conn::begin_shutdown() {
   {
     std::lock_guard lock(mu_);
     if (goaway_sent_ || dead_) return;
-    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
-                          nullptr, 0);
-    goaway_sent_ = true;
+    goaway_sent_ = true;  // the writer submits it (see goaway_sent_)
     linger_until_ = std::chrono::steady_clock::now() + kLinger;
     stream_.set_read_deadline(read_deadline());
   }
@@ -278,10 +276,7 @@ void H2Conn::serve() {
         std::lock_guard lock(mu_);
         // Idle too long (with the preface in): GOAWAY, then the writer ends it.
         if (ending_ || goaway_sent_ || !streams_.empty() || !preface_seen_) break;
-        nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
-                              nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
-                              nullptr, 0);
-        goaway_sent_ = true;
+        goaway_sent_ = true;  // the writer submits it (see goaway_sent_)
         linger_until_ = std::chrono::steady_clock::now() + kLinger;
         wake_writer();
         continue;
@@ -302,7 +297,11 @@ void H2Conn::serve() {
     // Anything else (a bad client preface included): GOAWAY(PROTOCOL_ERROR), then the
     // writer ends the connection once it has gone out.
     if (used < 0) {
-      nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+      // Never above a GOAWAY already sent (nghttp2 would name the last stream it saw).
+      const std::int32_t last = nghttp2_session_get_last_proc_stream_id(session_);
+      nghttp2_session_terminate_session2(
+          session_, goaway_last_ >= 0 ? std::min(last, goaway_last_) : last,
+          NGHTTP2_PROTOCOL_ERROR);
       feeding = false;
     }
     lock.unlock();
@@ -333,7 +332,15 @@ void H2Conn::writer() {
   bool failed = false;
   while (!dead_) {
     out.clear();
-    while (out.size() < kWriteBatch) {
+    if (goaway_sent_ && goaway_last_ < 0) {
+      goaway_last_ = nghttp2_session_get_last_proc_stream_id(session_);
+      nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, goaway_last_, NGHTTP2_NO_ERROR,
+                            nullptr, 0);
+      goaway_queued_ = true;
+    }
+    // Past the batch size too while the GOAWAY is queued: it must be serialized before
+    // mu_ is let go (frame_send clears goaway_queued_).
+    while (out.size() < kWriteBatch || goaway_queued_) {
       const std::uint8_t* data = nullptr;
       ssize_t n = nghttp2_session_mem_send(session_, &data);
       if (n < 0) {
@@ -343,6 +350,7 @@ void H2Conn::writer() {
       if (n == 0) break;
       out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
     }
+    goaway_queued_ = false;  // serialized, or nghttp2 dropped it (the session is ending)
     if (failed) break;
     if (out.empty()) {
       if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {

@@ -256,7 +256,14 @@ class H2Conn final : public Engine {
   bool preface_seen_ = false;  // guarded by mu_: the client's SETTINGS came
   bool dead_ = false;          // guarded by mu_: the socket failed or the reader left
   bool ending_ = false;        // guarded by mu_: all sent; lingering for the peer's close
-  bool goaway_sent_ = false;   // guarded by mu_
+  // guarded by mu_: a graceful GOAWAY is decided (shutdown or idle). The writer submits
+  // it (goaway_queued_) and serializes it in one hold of mu_, so that nghttp2 counts it
+  // as sent, and opens no stream above the last one it names, before the reader feeds
+  // more input; submitted anywhere else, streams the reader opened meanwhile would be
+  // served above it, and a later GOAWAY (an error) would name a higher stream (6.8).
+  bool goaway_sent_ = false;
+  bool goaway_queued_ = false;     // guarded by mu_: submitted, not yet serialized
+  std::int32_t goaway_last_ = -1;  // guarded by mu_: the last stream it names
   std::chrono::steady_clock::time_point last_active_ = started_;  // guarded by mu_
   // A header block is open since head_started_ (else zero), on stream head_stream_.
   std::chrono::steady_clock::time_point head_started_{};  // guarded by mu_
