@@ -80,7 +80,7 @@ NUMERIC = {
     "procs", "round", "conns", "requests_per_s", "p50_ms", "p99_ms", "max_ms", "errors",
     "rss_kib", "cpu_pct", "others_pct", "baseline_rps", "retained_pct", "load_rps", "idle_conns",
     "rss_before_kib", "rss_after_kib", "bytes_per_conn", "step_s", "bytes_per_conn_1s",
-    "messages_per_s", "client_cpu_pct", "streams",
+    "messages_per_s", "client_cpu_pct", "streams", "bytes_per_conn_100ms",
 }
 
 
@@ -239,6 +239,9 @@ def table(meta, rows, chosen):
             if r.get("bytes_per_conn") is not None:
                 at_1s = (f" ({fmt(r['bytes_per_conn_1s'])} at 1 s)"
                          if r.get("bytes_per_conn_1s") is not None else "")
+                if r.get("bytes_per_conn_100ms") is not None:
+                    at_1s += (f"; {fmt(r['bytes_per_conn_100ms'])} 100 ms after one more "
+                              f"request on each")
                 other.append(f"{fmt(r['idle_conns'])} idle: RSS {fmt(r['rss_before_kib'])} → "
                              f"{fmt(r['rss_after_kib'])} KiB, "
                              f"{fmt(r['bytes_per_conn'])} B/conn at 3 s{at_1s}")

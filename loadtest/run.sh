@@ -794,7 +794,7 @@ smoke_check() {  # step-name logfile step-status
 # --- plan ----------------------------------------------------------------------------
 csv="$out/results.csv"
 mkdir -p "$out/logs"
-echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s,bytes_per_conn_1s,messages_per_s,client_cpu_pct,streams" >"$csv"
+echo "scenario,peer,procs,round,status,note,conns,requests_per_s,p50_ms,p99_ms,max_ms,errors,error_detail,rss_kib,cpu_pct,others_pct,baseline_rps,retained_pct,load_rps,idle_conns,rss_before_kib,rss_after_kib,bytes_per_conn,step_s,bytes_per_conn_1s,messages_per_s,client_cpu_pct,streams,bytes_per_conn_100ms" >"$csv"
 
 csv_row() {  # fields in the header's order
   local f line="" sep=""
@@ -912,7 +912,7 @@ for entry in "${steps[@]}"; do
     continue
   fi
   note="" baseline="" retained="" bg_rps="" idle_n="" rss_before="" rss_after="" per_conn=""
-  per_conn_1s=""
+  per_conn_1s="" per_conn_100ms=""
   if [ "$grpc_step" = 1 ]; then
     # One call of each method with a real client (grpcio), its replies checked, before
     # h2load, which sees HTTP statuses and byte counts only.
@@ -970,13 +970,27 @@ for entry in "${steps[@]}"; do
       sleep 0.1
     done
     # Measured after 1 s and after 3 s without traffic, as the connections of a
-    # keep-alive pool sit between requests: a goro connection idle for 400 ms parks without
-    # its goroutine and buffers, and the memory they held goes back 250 ms later
-    # (docs/design.md); the other servers keep what they hold.
+    # keep-alive pool sit between requests: a goro connection idle for 30 ms parks without
+    # its goroutine and buffers (later where its requests came at a slower pace), and the
+    # memory they held goes back 50 ms later (docs/design.md); the other servers keep what
+    # they hold. Then (idle only) one more request on every connection at once, and the
+    # memory 100 ms after the last answer.
     sleep 1
     rss_1s=$(rss_kib "$server_pid")
     sleep 2
     rss_after=$(rss_kib "$server_pid")
+    rss_100ms=""
+    if [ "$scenario" = idle ] && kill -USR1 "$idle_pid" 2>/dev/null; then
+      for _ in $(seq 300); do
+        grep -q '^AGAIN answered' "$idle_log" 2>/dev/null && break
+        kill -0 "$idle_pid" 2>/dev/null || break
+        sleep 0.02
+      done
+      if grep -q '^AGAIN answered' "$idle_log" 2>/dev/null; then
+        sleep 0.1
+        rss_100ms=$(rss_kib "$server_pid")
+      fi
+    fi
     kill -TERM "$idle_pid" 2>/dev/null || true
     wait "$idle_pid" 2>/dev/null || true
     forget "$idle_pid"
@@ -989,6 +1003,7 @@ for entry in "${steps[@]}"; do
     if [ -n "$idle_n" ] && [ "$idle_n" -gt 0 ]; then
       per_conn=$(((rss_after - rss_before) * 1024 / idle_n))
       per_conn_1s=$(((rss_1s - rss_before) * 1024 / idle_n))
+      [ -n "$rss_100ms" ] && per_conn_100ms=$(((rss_100ms - rss_before) * 1024 / idle_n))
     else
       note="the idle client connected nothing (log: $idle_log)"
     fi
@@ -996,9 +1011,9 @@ for entry in "${steps[@]}"; do
     w_rps="" p50="" p99="" maxl=""
     status=ok
     [ -z "$per_conn" ] && status=failed
-    log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn (at 1 s: %s), errors %s' \
+    log "$prefix $(printf '%s %s: RSS %s -> %s KiB = %s B/conn (at 1 s: %s; 100 ms after another request: %s), errors %s' \
       "${idle_n:-0}" "$scenario" "$rss_before" "$rss_after" "${per_conn:-?}" "${per_conn_1s:-?}" \
-      "$w_errors")"
+      "${per_conn_100ms:-n/a}" "$w_errors")"
   elif [ "$scenario" = grpc-unary ] || [ "$scenario" = grpc-stream ]; then
     method=/helloworld.Greeter/SayHello replies=1
     [ "$scenario" = grpc-stream ] && method=/helloworld.Greeter/SayHelloStreamReply \
@@ -1107,7 +1122,7 @@ for entry in "${steps[@]}"; do
   csv_row "$scenario" "$peer" "$p" "$round" "$status" "$note" "$conns" "$w_rps" "$p50" "$p99" \
     "$maxl" "$w_errors" "$w_error_detail" "$rss" "$cpu" "$others" "$baseline" "$retained" "$bg_rps" \
     "$idle_n" "$rss_before" "$rss_after" "$per_conn" "$step_s" "$per_conn_1s" "$msgs_per_s" \
-    "$client_cpu" "$streams"
+    "$client_cpu" "$streams" "$per_conn_100ms"
 done
 total_s=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 log "== measured in $((total_s / 60)) min $((total_s % 60)) s"

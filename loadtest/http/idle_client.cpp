@@ -15,6 +15,10 @@
 // Output (stdout): "READY connected=N failed=F" once every connection has its answer
 // or has failed, then, when SIGTERM/SIGINT arrives or HOLD seconds have passed,
 // "DONE closed_by_server=K" and exit. RLIMIT_NOFILE is raised to its hard limit.
+// SIGUSR1 while holding: one more request on every idle connection, all at once, and
+// "AGAIN answered=A sent=S" once their answers are in (plain HTTP only; a WebSocket
+// holder prints "AGAIN unsupported"), so that the server's memory can be read a known
+// time after every connection's last response.
 //
 //   idle_client HOST PORT N [SOURCES=4] [PATH=/plaintext] [HOLD=120]
 #include <arpa/inet.h>
@@ -38,7 +42,10 @@ namespace {
 
 volatile std::sig_atomic_t stop_requested = 0;
 
+volatile std::sig_atomic_t again_requested = 0;
+
 void on_signal(int) { stop_requested = 1; }
+void on_again(int) { again_requested = 1; }
 
 enum class State { connecting, reading, idle, failed };
 
@@ -90,6 +97,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGUSR1, on_again);
 
   sockaddr_in server{};
   server.sin_family = AF_INET;
@@ -191,6 +199,49 @@ int main(int argc, char** argv) {
   long closed = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(hold);
   while (!stop_requested && std::chrono::steady_clock::now() < until) {
+    if (again_requested) {
+      again_requested = 0;
+      if (!upgrade.empty()) {
+        std::printf("AGAIN unsupported\n");
+        std::fflush(stdout);
+        continue;
+      }
+      long sent = 0, again = 0;
+      for (Connection& c : conns) {
+        if (c.state != State::idle) continue;
+        if (::send(c.fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size())) {
+          c.state = State::reading;
+          ++sent;
+        }
+      }
+      const auto again_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (again < sent && !stop_requested && std::chrono::steady_clock::now() < again_until) {
+        int k = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
+        for (int i = 0; i < k; ++i) {
+          Connection& c = *static_cast<Connection*>(events[i].data.ptr);
+          char buf[4096];
+          ssize_t got = ::recv(c.fd, buf, sizeof buf, 0);
+          if (got < 0 && errno == EAGAIN) continue;
+          if (got <= 0) {
+            ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+            if (c.state == State::idle || c.state == State::reading) ++closed;
+            c.state = State::failed;
+            continue;
+          }
+          if (c.state != State::reading) continue;  // unexpected bytes: dropped
+          c.response.append(buf, static_cast<std::size_t>(got));
+          if (response_complete(c.response)) {
+            c.state = State::idle;
+            c.response = std::string();
+            ++again;
+          }
+        }
+      }
+      std::printf("AGAIN answered=%ld sent=%ld\n", again, sent);
+      std::fflush(stdout);
+      continue;
+    }
     int k = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
     for (int i = 0; i < k; ++i) {
       Connection& c = *static_cast<Connection*>(events[i].data.ptr);

@@ -24,7 +24,7 @@ void return_freed_memory_soon() {
   if (detail::current_g() == nullptr || trim_pending.load(std::memory_order_relaxed)) return;
   if (trim_pending.exchange(true, std::memory_order_acq_rel)) return;
   goro::go(goro::GoOptions{.name = "memory return"}, [] {
-    goro::sleep(std::chrono::milliseconds(250));
+    goro::sleep(std::chrono::milliseconds(50));
     // Cleared first: memory freed meanwhile asks for the next round.
     trim_pending.store(false, std::memory_order_release);
     while (detail::release_free_gs(kKeptFreeGs, 64) == 64) goro::yield();

@@ -1,4 +1,5 @@
-// Idle keep-alive connections that park: after 400 ms without a byte, a plain
+// Idle keep-alive connections that park: after 30 ms without a byte (up to 400 ms for a
+// connection whose requests come at a steady pace: 4 times the usual gap), a plain
 // connection gives up its goroutine and waits in the netpoller (docs/design.md). What a
 // client must not notice: the next request on the same connection is served, pipelined
 // or split; the idle timeout and shutdown still close it on time; a client that leaves
@@ -26,7 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Longer than the 400 ms after which an idle connection parks.
+// Longer than the 400 ms after which any idle connection has parked.
 constexpr auto kParked = 1000ms;
 
 std::string get(std::string_view path) {
@@ -101,6 +102,50 @@ TEST_P(IdlePark, ParkedConnectionsHoldNoGoroutineAndServeTheirNextRequests) {
   auto third = conns[5]->read_response();
   ASSERT_TRUE(third);
   EXPECT_EQ(third->body, "path /third");
+}
+
+// Connections that made one request and went quiet hold no goroutine 150 ms later (a
+// first wait lasts 30 ms): an idle pool's memory goes back at once, not after seconds.
+TEST_P(IdlePark, QuietConnectionsParkWithinAHundredMilliseconds) {
+  constexpr int kConns = 32;
+  TestServer server(echo_path(), ServerOptions{}, GetParam());
+  ASSERT_NE(server.port(), 0);
+  const int before = goro::num_goroutine();
+  std::vector<std::unique_ptr<RawConn>> conns = served_once(server, kConns);
+  ASSERT_EQ(conns.size(), static_cast<std::size_t>(kConns));
+  std::this_thread::sleep_for(150ms);
+  // One goroutine more may be waiting to return the memory they freed.
+  EXPECT_LE(goro::num_goroutine(), before + 1) << "quiet connections still hold goroutines";
+  ASSERT_TRUE(conns[3]->send(get("/after")));
+  auto r = conns[3]->read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "path /after");
+}
+
+// Connections with a request every 60 ms park once, at their first wait, and from then
+// on keep their goroutine between requests (they wait 4 × 60 ms before parking): a
+// steady client does not pay for a park and a new goroutine per request.
+TEST_P(IdlePark, ConnectionsAtASteadyPaceKeepTheirGoroutine) {
+  constexpr int kConns = 8;
+  constexpr int kRounds = 12;
+  TestServer server(echo_path(), ServerOptions{}, GetParam());
+  ASSERT_NE(server.port(), 0);
+  const int before = goro::num_goroutine();
+  std::vector<std::unique_ptr<RawConn>> conns = served_once(server, kConns);
+  ASSERT_EQ(conns.size(), static_cast<std::size_t>(kConns));
+  int held = 0;  // rounds at which every connection still had its goroutine
+  for (int round = 0; round < kRounds; ++round) {
+    std::this_thread::sleep_for(60ms);
+    if (round >= 3 && goro::num_goroutine() >= before + kConns) ++held;
+    for (auto& c : conns) ASSERT_TRUE(c->send(get("/r" + std::to_string(round))));
+    for (auto& c : conns) {
+      auto r = c->read_response();
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->body, "path /r" + std::to_string(round));
+    }
+  }
+  // A round or two may come late on a loaded machine; most must find them waiting.
+  EXPECT_GE(held, kRounds - 3 - 2) << "steady connections parked between requests";
 }
 
 // Describes the request as the handler saw it: its peer, its header fields, its body,

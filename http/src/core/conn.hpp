@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,21 @@ class Connection final : public goro::Pooled {
     if (engine_ != nullptr) engine_->begin_shutdown();
   }
 
+  // --- how long clients leave this connection idle between requests (HTTP/1.1) ---
+  // An idle wait for the next request began at `at` / ended with that request's first
+  // bytes at `at` (a wait that parked in between counts whole). idle_release() is how
+  // long the next wait keeps its goroutine before parking: 4 times the moving average of
+  // the gaps, within [kIdleReleaseMin, kIdleReleaseMax]; kIdleReleaseMin while none is
+  // known, and while the average itself is kIdleReleaseMax or more (requests that far
+  // apart would find the connection parked whatever it waited). A connection whose
+  // requests come at a steady pace so never pays for a park and a new goroutine, and one
+  // that goes quiet gives its memory back soon.
+  static constexpr std::chrono::nanoseconds kIdleReleaseMin = std::chrono::milliseconds(30);
+  static constexpr std::chrono::nanoseconds kIdleReleaseMax = std::chrono::milliseconds(400);
+  void idle_wait_began(std::chrono::steady_clock::time_point at) noexcept { idle_since_ = at; }
+  void idle_wait_ended(std::chrono::steady_clock::time_point at) noexcept;
+  std::chrono::nanoseconds idle_release() const noexcept;
+
   // --- waiting for the next request with no goroutine ---
   // Arranges for resume to start on a new goroutine, with the reference self gives up,
   // once the stream has something to read (bytes, its end, an error), its read deadline
@@ -168,6 +184,8 @@ class Connection final : public goro::Pooled {
   std::uint64_t bytes_in_ = 0;
   std::uint64_t bytes_out_ = 0;
   std::uint64_t requests_ = 0;
+  std::chrono::steady_clock::time_point idle_since_{};  // see idle_wait_began; zero: none
+  std::int64_t idle_gap_ns_ = -1;                       // the moving average; -1: none yet
   // The statistics shard of the thread that accepted the connection: any shard will do,
   // and keeping one spares each request a look at the thread.
   StatsShard* shard_;

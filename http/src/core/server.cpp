@@ -442,6 +442,21 @@ bool Connection::set_busy(bool resumed) noexcept {
   return server_->options.shutdown_idle_grace.count() > 0 && !resumed;
 }
 
+void Connection::idle_wait_ended(std::chrono::steady_clock::time_point at) noexcept {
+  if (idle_since_ == std::chrono::steady_clock::time_point()) return;
+  const std::int64_t gap = std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::nanoseconds>(at - idle_since_).count());
+  idle_since_ = {};
+  idle_gap_ns_ = idle_gap_ns_ < 0 ? gap : idle_gap_ns_ + (gap - idle_gap_ns_) / 4;
+}
+
+std::chrono::nanoseconds Connection::idle_release() const noexcept {
+  const std::chrono::nanoseconds gap(idle_gap_ns_);
+  // Unknown, or so long that no wait worth its memory would see the next request.
+  if (idle_gap_ns_ < 0 || gap >= kIdleReleaseMax) return kIdleReleaseMin;
+  return std::clamp(gap * 4, kIdleReleaseMin, kIdleReleaseMax);
+}
+
 void Connection::set_idle_deadline(net::Deadline d) {
   stream_->set_read_deadline(d);
   if (!closing()) return;

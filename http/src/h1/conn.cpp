@@ -3,8 +3,9 @@
 //
 // An Exchange is what the engine needs to serve: the parser with its read buffer, the
 // Request, the Response and the bytes it batches. It is made when the connection starts
-// serving and freed when the connection has been idle for 400 ms (kIdleRelease): the
-// connection then parks with no goroutine (Connection::park_until_readable), and the
+// serving and freed when the connection has been idle for Connection::idle_release()
+// (30 to 400 ms, from the pace of its requests): the connection then parks with no
+// goroutine (Connection::park_until_readable), and the
 // goroutine its next bytes start makes a new one (resume). A stream that cannot wait
 // that way (TLS) waits for one byte on its goroutine instead, after giving back the
 // stack pages below the wait.
@@ -53,11 +54,12 @@ constexpr std::size_t kLingerBytes = 256 * 1024;
 // Write deadline for the server's own replies when no write_timeout is configured.
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
 // How long a keep-alive connection waits for its next request before it gives back its
-// exchange and parks. Short enough that an idle pool's memory is back within a second
-// (the memory goes back to the kernel 250 ms later, goro::return_freed_memory_soon);
-// long enough that a connection busy with a request every few hundred milliseconds, as
-// each of 10,000 under full load is, never pays for the park and the new goroutine.
-constexpr std::chrono::nanoseconds kIdleRelease = std::chrono::milliseconds(400);
+// exchange and parks: Connection::idle_release(), 4 times the usual gap between its
+// requests, at least 30 ms and at most 400 ms. So a connection that goes quiet has its
+// memory back about 80 ms after its last response (the memory goes back to the kernel
+// 50 ms after the park, goro::return_freed_memory_soon), and one busy with a request
+// every few hundred milliseconds, as each of 10,000 under full load is, parks once, at
+// its first wait, and then never pays for the park and the new goroutine.
 
 net::Deadline deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
@@ -83,7 +85,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
 
   // Bytes already read (the protocol choice's), as if read now.
   void feed(std::string_view bytes);
-  // Serves requests until the connection ends (false) or has been idle for kIdleRelease
+  // Serves requests until the connection ends (false) or has been idle for idle_release()
   // (true: the caller gives the exchange back and parks). first: no request was read
   // yet; resumed: an idle wait is over, the connection still marked idle, its deadline
   // still set.
@@ -192,7 +194,7 @@ bool Exchange::serve_requests(bool first, bool resumed) {
 
 // Waits for and parses the next request head. ended: the connection ends (the peer
 // closed, a timeout, an error already answered, shutdown); idle: nothing came for
-// kIdleRelease (the connection stays marked idle, with the rest of its idle timeout to
+// idle_release() (the connection stays marked idle, with the rest of its idle timeout to
 // wait). A keep-alive connection waits at most idle_timeout for the first byte; from it
 // on, the head has read_header_timeout.
 Exchange::Head Exchange::read_head(bool first, bool resumed) {
@@ -211,6 +213,7 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
   // whose head comes in one piece changes the stream's deadline once, for the wait.
   net::Deadline head_deadline{};
   bool head_deadline_due = false;
+  std::chrono::nanoseconds release{};  // of this wait, when it may end in a park
   for (;;) {
     ParseStatus parsed = parser_.parse_head();
     if (parsed == ParseStatus::complete) break;
@@ -223,8 +226,10 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
     bool idle_wait = false;
     if (!deadline_set && waiting_idle && !first) {
       const std::chrono::nanoseconds idle = options_.idle_timeout;
-      idle_wait = idle.count() <= 0 || idle > kIdleRelease;
-      conn_.set_idle_deadline(deadline_in(idle_wait ? kIdleRelease : idle));
+      release = conn_.idle_release();
+      conn_.idle_wait_began(std::chrono::steady_clock::now());
+      idle_wait = idle.count() <= 0 || idle > release;
+      conn_.set_idle_deadline(deadline_in(idle_wait ? release : idle));
       deadline_set = true;
     } else if (!deadline_set && waiting_idle) {
       conn_.set_idle_deadline(deadline_in(options_.read_header_timeout));
@@ -244,7 +249,7 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
       if (idle_wait && net::is_timeout(n.error())) {
         // The rest of the idle timeout, counted from the start of the wait.
         const std::chrono::nanoseconds idle = options_.idle_timeout;
-        set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - kIdleRelease)
+        set_read_deadline(idle.count() > 0 ? net::deadline_after(idle - release)
                                            : net::no_deadline);
         return Head::idle;
       }
@@ -264,6 +269,11 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
       // close, and no handler does work whose answer cannot be written.
       waiting_idle = false;
       if (const auto seen = stream_.readable_at(); resumed || seen != seen_before) arrived = seen;
+      if (!first) {
+        conn_.idle_wait_ended(arrived != std::chrono::steady_clock::time_point()
+                                  ? arrived
+                                  : std::chrono::steady_clock::now());
+      }
       if (!conn_.set_busy(resumed)) return Head::ended;
       if (!first) {
         head_deadline = deadline_in(options_.read_header_timeout);

@@ -130,7 +130,7 @@ class OsThreadLock {
   OsThreadLock& operator=(const OsThreadLock&) = delete;
 };
 
-// Asks for memory the process holds unused to go back to the kernel about 250 ms from
+// Asks for memory the process holds unused to go back to the kernel about 50 ms from
 // now (Go's debug.FreeOSMemory, deferred and rate-limited), for a caller that has just let
 // much of it go: connections going idle, freeing their buffers and goroutines. Then the
 // stacks of finished goroutines past 64 are released, and malloc's free memory is
