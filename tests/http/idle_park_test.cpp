@@ -1,5 +1,5 @@
 // Idle keep-alive connections that park: after 30 ms without a byte (up to 400 ms for a
-// connection whose requests come at a steady pace: 4 times the usual gap), a plain
+// connection in a request loop: 3 times the longest recent gap), a plain
 // connection gives up its goroutine and waits in the netpoller (docs/design.md). What a
 // client must not notice: the next request on the same connection is served, pipelined
 // or split; the idle timeout and shutdown still close it on time; a client that leaves
@@ -123,7 +123,7 @@ TEST_P(IdlePark, QuietConnectionsParkWithinAHundredMilliseconds) {
 }
 
 // Connections with a request every 60 ms park once, at their first wait, and from then
-// on keep their goroutine between requests (they wait 4 × 60 ms before parking): a
+// on keep their goroutine between requests (they wait 3 × 60 ms before parking): a
 // steady client does not pay for a park and a new goroutine per request.
 TEST_P(IdlePark, ConnectionsAtASteadyPaceKeepTheirGoroutine) {
   constexpr int kConns = 8;

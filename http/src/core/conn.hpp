@@ -118,12 +118,13 @@ class Connection final : public goro::Pooled {
   // --- how long clients leave this connection idle between requests (HTTP/1.1) ---
   // An idle wait for the next request began at `at` / ended with that request's first
   // bytes at `at` (a wait that parked in between counts whole). idle_release() is how
-  // long the next wait keeps its goroutine before parking: 4 times the moving average of
-  // the gaps, within [kIdleReleaseMin, kIdleReleaseMax]; kIdleReleaseMin while none is
-  // known, and while the average itself is kIdleReleaseMax or more (requests that far
-  // apart would find the connection parked whatever it waited). A connection whose
-  // requests come at a steady pace so never pays for a park and a new goroutine, and one
-  // that goes quiet gives its memory back soon.
+  // long the next wait keeps its goroutine before parking: 3 times the longest recent
+  // gap (a maximum that decays by an eighth a request), within [kIdleReleaseMin,
+  // kIdleReleaseMax]; kIdleReleaseMin while no gap is known, and when the last one was
+  // kIdleReleaseMax or longer (the connection comes back from quiet, and is likely to
+  // go quiet again). A connection in a request loop, even a slow one, so never pays for
+  // a park and a new goroutine between its requests, and one that goes quiet gives its
+  // memory back soon: after its first request, or after a loop of quick requests.
   static constexpr std::chrono::nanoseconds kIdleReleaseMin = std::chrono::milliseconds(30);
   static constexpr std::chrono::nanoseconds kIdleReleaseMax = std::chrono::milliseconds(400);
   void idle_wait_began(std::chrono::steady_clock::time_point at) noexcept { idle_since_ = at; }
@@ -185,7 +186,8 @@ class Connection final : public goro::Pooled {
   std::uint64_t bytes_out_ = 0;
   std::uint64_t requests_ = 0;
   std::chrono::steady_clock::time_point idle_since_{};  // see idle_wait_began; zero: none
-  std::int64_t idle_gap_ns_ = -1;                       // the moving average; -1: none yet
+  std::int64_t last_gap_ns_ = -1;                       // -1: none yet
+  std::int64_t peak_gap_ns_ = 0;                        // the decaying maximum
   // The statistics shard of the thread that accepted the connection: any shard will do,
   // and keeping one spares each request a look at the thread.
   StatsShard* shard_;

@@ -447,14 +447,17 @@ void Connection::idle_wait_ended(std::chrono::steady_clock::time_point at) noexc
   const std::int64_t gap = std::max<std::int64_t>(
       0, std::chrono::duration_cast<std::chrono::nanoseconds>(at - idle_since_).count());
   idle_since_ = {};
-  idle_gap_ns_ = idle_gap_ns_ < 0 ? gap : idle_gap_ns_ + (gap - idle_gap_ns_) / 4;
+  last_gap_ns_ = gap;
+  peak_gap_ns_ = std::max(gap, peak_gap_ns_ - peak_gap_ns_ / 8);
 }
 
 std::chrono::nanoseconds Connection::idle_release() const noexcept {
-  const std::chrono::nanoseconds gap(idle_gap_ns_);
-  // Unknown, or so long that no wait worth its memory would see the next request.
-  if (idle_gap_ns_ < 0 || gap >= kIdleReleaseMax) return kIdleReleaseMin;
-  return std::clamp(gap * 4, kIdleReleaseMin, kIdleReleaseMax);
+  // Unknown, or the connection comes back from a wait longer than any worth its memory:
+  // it is likely to go quiet again.
+  if (last_gap_ns_ < 0 || std::chrono::nanoseconds(last_gap_ns_) >= kIdleReleaseMax)
+    return kIdleReleaseMin;
+  return std::clamp(std::chrono::nanoseconds(peak_gap_ns_) * 3, kIdleReleaseMin,
+                    kIdleReleaseMax);
 }
 
 void Connection::set_idle_deadline(net::Deadline d) {

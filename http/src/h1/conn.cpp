@@ -54,12 +54,13 @@ constexpr std::size_t kLingerBytes = 256 * 1024;
 // Write deadline for the server's own replies when no write_timeout is configured.
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
 // How long a keep-alive connection waits for its next request before it gives back its
-// exchange and parks: Connection::idle_release(), 4 times the usual gap between its
-// requests, at least 30 ms and at most 400 ms. So a connection that goes quiet has its
-// memory back about 80 ms after its last response (the memory goes back to the kernel
-// 50 ms after the park, goro::return_freed_memory_soon), and one busy with a request
-// every few hundred milliseconds, as each of 10,000 under full load is, parks once, at
-// its first wait, and then never pays for the park and the new goroutine.
+// exchange and parks: Connection::idle_release(), 3 times the longest recent gap between
+// its requests, at least 30 ms and at most 400 ms, and 30 ms at its first wait or after
+// a long quiet. So a connection that made a request and went quiet has its memory back
+// about 80 ms after the response (the memory goes back to the kernel 50 ms after the
+// park, goro::return_freed_memory_soon), and one in a request loop, even one with a
+// request every few hundred milliseconds as each of 10,000 under full load has, parks
+// at its first wait only.
 
 net::Deadline deadline_in(std::chrono::nanoseconds d) {
   return d.count() > 0 ? net::deadline_after(d) : net::no_deadline;
