@@ -149,7 +149,8 @@ struct ServerOptions {
   // state, in order.
   std::vector<ReadinessCheck> readiness_checks{};
   // How long shutdown() gives an idle HTTP/1.1 connection that still has its goroutine
-  // (idle under 400 ms: a load balancer's pooled connection, a client in a request loop)
+  // (idle less than its park delay, 30 to 400 ms: a load balancer's pooled connection, a
+  // client in a request loop)
   // for one more request, answered with "Connection: close", before closing it. Such a
   // client may have sent that request already: closing under it would cut it, and the
   // client could not tell whether it was served. Connections idle longer close at once.
