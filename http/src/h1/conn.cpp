@@ -270,13 +270,11 @@ Exchange::Head Exchange::read_head(bool first, bool resumed) {
       // close, and no handler does work whose answer cannot be written.
       waiting_idle = false;
       if (const auto seen = stream_.readable_at(); resumed || seen != seen_before) arrived = seen;
+      if (!conn_.set_busy(resumed)) return Head::ended;
       if (!first) {
         conn_.idle_wait_ended(arrived != std::chrono::steady_clock::time_point()
                                   ? arrived
                                   : std::chrono::steady_clock::now());
-      }
-      if (!conn_.set_busy(resumed)) return Head::ended;
-      if (!first) {
         head_deadline = deadline_in(options_.read_header_timeout);
         head_deadline_due = true;
       }
