@@ -2,7 +2,7 @@
 // (loadtest/overload/run.sh). Plain C++ and one epoll thread, no goro.
 //
 //   overload_openloop --url http://127.0.0.1:8080/cpu?ms=1 --rate 10000 [--conns 1000]
-//                     [--duration 8] [--warmup 2] [--timeout 2] [--json]
+//                     [--duration 8] [--warmup 2] [--timeout 2] [--rss-pids P,Q] [--json]
 //
 // Why not wrk: wrk is closed loop (a connection sends its next request when the last one
 // is answered), so a slow server slows the load down and never sees the demand; and it
@@ -37,6 +37,10 @@
 //                    or the generator falling behind
 //   queue_max        most requests due at once and waiting for a free connection
 //   conns_open       connections open when the schedule started; reconnects
+//   peak_rss_kib     with --rss-pids: the highest sum of the VmRSS of those processes,
+//                    read every 200 ms while the schedule runs (0 without). Read here, in
+//                    the generator's loop, rather than by a script that forks readers:
+//                    the forks would take turns on the cores being measured.
 // Percentiles come from a log-linear histogram with 256 steps per power of two (within
 // 0.4%); the maxima are exact. RLIMIT_NOFILE is raised to fit --conns.
 #include <netdb.h>
@@ -94,6 +98,7 @@ struct Options {
   double warmup = 2;
   double timeout = 2;
   bool json = false;
+  std::vector<int> rss_pids;
 };
 
 void parse_url(std::string_view url, Options& o) {
@@ -148,11 +153,20 @@ Options parse_options(int argc, char** argv) {
       o.warmup = parse_number("--warmup", value.c_str());
     } else if (arg == "--timeout") {
       o.timeout = parse_number("--timeout", value.c_str());
+    } else if (arg == "--rss-pids") {
+      for (std::size_t at = 0; at < value.size();) {
+        std::size_t comma = value.find(',', at);
+        if (comma == std::string::npos) comma = value.size();
+        const double pid = parse_number("--rss-pids", value.substr(at, comma - at).c_str());
+        if (pid < 1) fail("--rss-pids wants process ids above 0");
+        o.rss_pids.push_back(static_cast<int>(pid));
+        at = comma + 1;
+      }
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--help") {
       std::puts("overload_openloop --url http://HOST:PORT/PATH --rate R [--conns N] "
-                "[--duration S] [--warmup S] [--timeout S] [--json]");
+                "[--duration S] [--warmup S] [--timeout S] [--rss-pids P,Q] [--json]");
       std::exit(0);
     } else {
       fail("unknown option " + std::string(arg) + " (--help)");
@@ -341,6 +355,7 @@ struct Counters {
   std::uint64_t errors_connect = 0, errors_read = 0, errors_write = 0, errors_reset = 0;
   std::uint64_t errors_closed = 0, errors_parse = 0;
   std::uint64_t reconnects = 0;
+  std::uint64_t peak_rss_kib = 0;
   Histogram ok_latency, shed_latency, send_lag;
 };
 
@@ -392,8 +407,13 @@ class Generator {
     counters_ = Counters{};  // connect errors before the start are not the server's load
     start_ = now_ns() + 1'000'000;
     Nanos next_sweep = start_;
+    Nanos next_rss = start_;
     for (;;) {
       const Nanos now = now_ns();
+      if (!o_.rss_pids.empty() && now >= next_rss) {
+        counters_.peak_rss_kib = std::max(counters_.peak_rss_kib, rss_kib());
+        next_rss = now + 200'000'000;
+      }
       const std::uint64_t due_now = std::min(total_, due_count(now));
       while (next_ < due_now && due_at(next_) + timeout_ <= now) {
         if (counted(next_)) ++counters_.unsent;
@@ -464,6 +484,7 @@ class Generator {
         {"queue_max", static_cast<double>(k.queue_max), 0},
         {"conns_open", static_cast<double>(conns_open_), 0},
         {"reconnects", static_cast<double>(k.reconnects), 0},
+        {"peak_rss_kib", static_cast<double>(k.peak_rss_kib), 0},
     };
     std::string line = o_.json ? "{" : "";
     for (const Field& f : fields) {
@@ -493,6 +514,26 @@ class Generator {
     return static_cast<std::uint64_t>(std::floor(static_cast<double>(t - start_) / interval_)) + 1;
   }
   bool counted(std::uint64_t i) const { return i >= first_counted_; }
+
+  // The VmRSS of --rss-pids, summed (a process that is gone counts 0).
+  std::uint64_t rss_kib() const {
+    std::uint64_t sum = 0;
+    for (int pid : o_.rss_pids) {
+      const std::string path = "/proc/" + std::to_string(pid) + "/status";
+      std::FILE* f = std::fopen(path.c_str(), "re");
+      if (f == nullptr) continue;
+      char line[256];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        unsigned long long kib = 0;
+        if (std::sscanf(line, "VmRSS: %llu", &kib) == 1) {
+          sum += kib;
+          break;
+        }
+      }
+      std::fclose(f);
+    }
+    return sum;
+  }
 
   void open(std::size_t id, Nanos now) {
     Connection& c = conns_[id];
