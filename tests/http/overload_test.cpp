@@ -250,6 +250,90 @@ TEST(LimitConcurrency, AdaptiveLimiterAnswersEveryRequestServedOrShed) {
       goro::Config{.maxprocs = 2});
 }
 
+// While requests are being shed for their wait, a batch of requests readied together is
+// decided before any of them runs: on one P the newest one is served and the others are
+// answered 503 at once, not after its handler (first in, first out, the oldest would run
+// and the others would wait for it, then be served late or shed late). One P: with more,
+// an idle P takes each request as it arrives and there is no batch to order.
+TEST(LimitConcurrency, UnderPressureABatchIsShedAtOnceAndItsNewestServed) {
+  constexpr auto kSpin = 40ms;
+  Handler limited = chain(
+      [&](Request&, ResponseWriter& w) {
+        // CPU without a runtime call, as a handler that computes: the P is not given up.
+        const auto until = std::chrono::steady_clock::now() + kSpin;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        w.text("served");
+      },
+      {limit_concurrency(ConcurrencyLimiter::fixed(8), {.max_queue_delay = 500ms})});
+  // A request marked late is stamped as having arrived a second ago: it is shed for its
+  // wait, which puts the limiter under pressure. No other request here waits 500 ms.
+  test::TestServer server(
+      [&](Request& req, ResponseWriter& w) {
+        if (req.header("x-late") == "1") {
+          req.set_received_at(std::chrono::steady_clock::now() - 1s);
+        }
+        limited(req, w);
+      },
+      {}, 1);
+  test::RawConn late(server.port()), busy(server.port());
+  ASSERT_TRUE(late.send("GET / HTTP/1.1\r\nHost: x\r\nX-Late: 1\r\n\r\n"));
+  std::optional<test::RawResponse> shed = late.read_response();
+  ASSERT_TRUE(shed);
+  ASSERT_EQ(shed->status, 503);
+
+  // The P spins for one request; the batch arrives meanwhile.
+  constexpr int kBatch = 5;
+  std::vector<std::unique_ptr<test::RawConn>> batch;
+  for (int i = 0; i < kBatch; ++i) batch.push_back(std::make_unique<test::RawConn>(server.port()));
+  ASSERT_TRUE(busy.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(10ms);
+  for (auto& c : batch) ASSERT_TRUE(c->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::vector<int> status(kBatch, 0);
+  std::vector<std::chrono::steady_clock::time_point> answered(kBatch);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kBatch; ++i) {
+    readers.emplace_back([&, i] {
+      if (std::optional<test::RawResponse> r = batch[static_cast<std::size_t>(i)]->read_response()) {
+        status[static_cast<std::size_t>(i)] = r->status;
+      }
+      answered[static_cast<std::size_t>(i)] = std::chrono::steady_clock::now();
+    });
+  }
+  std::optional<test::RawResponse> first = busy.read_response();
+  for (std::thread& t : readers) t.join();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+
+  // The batch may come in two polls (the netpoller can see part of it, then the rest),
+  // each decided on its own: the newest of each is served. What a client sees either way:
+  // some are shed, and each shed answer comes before a served one's handler has run, not
+  // after it. First in, first out, all five would be served, one after another.
+  int served = 0, sheds = 0;
+  std::chrono::steady_clock::time_point last_served{};
+  for (int i = 0; i < kBatch; ++i) {
+    const int s = status[static_cast<std::size_t>(i)];
+    EXPECT_TRUE(s == 200 || s == 503) << "request " << i << ": " << s;
+    if (s == 200) {
+      ++served;
+      last_served = std::max(last_served, answered[static_cast<std::size_t>(i)]);
+    } else {
+      ++sheds;
+    }
+  }
+  EXPECT_GE(served, 1) << "the newest of the batch is served";
+  EXPECT_GE(sheds, 1) << "one P has room for one request of a batch at a time";
+  for (int i = 0; i < kBatch; ++i) {
+    if (status[static_cast<std::size_t>(i)] != 503) continue;
+    EXPECT_LT(answered[static_cast<std::size_t>(i)] + kSpin / 2, last_served)
+        << "request " << i << " was shed only "
+        << std::chrono::duration_cast<std::chrono::microseconds>(
+               last_served - answered[static_cast<std::size_t>(i)])
+               .count()
+        << " us before the last served answer";
+  }
+}
+
 // ---- rate_limit ----
 
 TEST(RateLimit, AnswersFromItsBucketThen429WithRetryAfter) {

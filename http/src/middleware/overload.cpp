@@ -17,6 +17,7 @@
 #include <goro/http/error_reply.hpp>
 #include <goro/http/status.hpp>
 #include <goro/scheduler/mutex.hpp>
+#include <goro/scheduler/runtime.hpp>
 
 #include "core/server_impl.hpp"
 
@@ -144,27 +145,71 @@ void ConcurrencyLimiter::release(std::chrono::nanoseconds latency) noexcept {
   a.deciding.store(false, std::memory_order_release);
 }
 
+namespace {
+
+// How limit_concurrency serves the newest requests first while requests are shed for their
+// wait (adaptive LIFO). On a saturated P the run queue holds a batch of connections the
+// netpoller readied together. First in, first out, the first of them would run its
+// handler, and the others, shed for having waited behind it, would be answered only after
+// it: a millisecond handler puts a millisecond into every shed answer. So while the
+// server is under that pressure, a request that passed the wait check yields once before
+// taking its place, and when it runs again it gives way if at least GOMAXPROCS requests
+// that passed after it are still waiting to run: those are fresher, and there is room for
+// only so many at once. The whole batch is decided first, the shed ones are answered at
+// once, and the handlers that run are of the freshest requests.
+struct LifoState {
+  // When a request was last shed for its wait or gave way (steady clock, ns; 0: never).
+  std::atomic<std::int64_t> pressure_at{0};
+  // Requests that passed the wait check and yielded, not yet running again.
+  std::atomic<std::size_t> deferred{0};
+};
+
+// How long after the last shed for waiting the newest-first order stays on.
+constexpr std::int64_t kPressureWindow = 100'000'000;
+
+}  // namespace
+
 Middleware limit_concurrency(std::shared_ptr<ConcurrencyLimiter> limiter,
                              LimitConcurrencyOptions options) {
   const long long retry_after = options.retry_after.count();
   const std::chrono::nanoseconds max_wait = options.max_queue_delay;
-  return [limiter = std::move(limiter), retry_after, max_wait](Handler next) -> Handler {
-    return [limiter, retry_after, max_wait, next = std::move(next)](Request& req,
-                                                                    ResponseWriter& w) {
-      const auto start = std::chrono::steady_clock::now();
+  auto lifo = std::make_shared<LifoState>();
+  return [limiter = std::move(limiter), retry_after, max_wait, lifo](Handler next) -> Handler {
+    return [limiter, retry_after, max_wait, lifo, next = std::move(next)](Request& req,
+                                                                          ResponseWriter& w) {
+      auto start = std::chrono::steady_clock::now();
+      auto shed = [&] {
+        (void)send_shed(req, w, status::service_unavailable,
+                        "503 Service Unavailable: overloaded\n", "overloaded", "limiter",
+                        retry_after);
+      };
       const std::chrono::nanoseconds wait_limit =
           max_wait.count() == 0 ? limiter->queue_target() : max_wait;
-      if (wait_limit.count() > 0 && req.received_at().time_since_epoch().count() != 0 &&
-          start - req.received_at() > wait_limit) {
-        (void)send_shed(req, w, status::service_unavailable,
-                        "503 Service Unavailable: overloaded\n", "overloaded", "limiter",
-                        retry_after);
-        return;
+      const bool stamped = req.received_at().time_since_epoch().count() != 0;
+      if (wait_limit.count() > 0 && stamped) {
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     start.time_since_epoch())
+                                     .count();
+        if (start - req.received_at() > wait_limit) {
+          lifo->pressure_at.store(now, std::memory_order_relaxed);
+          shed();
+          return;
+        }
+        if (const std::int64_t at = lifo->pressure_at.load(std::memory_order_relaxed);
+            at != 0 && now - at < kPressureWindow) {
+          lifo->deferred.fetch_add(1, std::memory_order_relaxed);
+          goro::yield();
+          const std::size_t behind = lifo->deferred.fetch_sub(1, std::memory_order_relaxed) - 1;
+          start = std::chrono::steady_clock::now();
+          if (behind >= static_cast<std::size_t>(std::max(1, goro::maxprocs()))) {
+            lifo->pressure_at.store(now_ns(), std::memory_order_relaxed);
+            shed();
+            return;
+          }
+        }
       }
       if (!limiter->try_acquire()) {
-        (void)send_shed(req, w, status::service_unavailable,
-                        "503 Service Unavailable: overloaded\n", "overloaded", "limiter",
-                        retry_after);
+        shed();
         return;
       }
       struct Release {
