@@ -276,62 +276,80 @@ TEST(LimitConcurrency, UnderPressureABatchIsShedAtOnceAndItsNewestServed) {
         limited(req, w);
       },
       {}, 1);
-  test::RawConn late(server.port()), busy(server.port());
-  ASSERT_TRUE(late.send("GET / HTTP/1.1\r\nHost: x\r\nX-Late: 1\r\n\r\n"));
-  std::optional<test::RawResponse> shed = late.read_response();
-  ASSERT_TRUE(shed);
-  ASSERT_EQ(shed->status, 503);
-
-  // The P spins for one request; the batch arrives meanwhile.
+  // One attempt: what it saw, or "" when the batch was decided as it should be. A machine
+  // busy with other work can delay the client's batch past the handler it should arrive
+  // during, or the server past the pressure's 100 ms, and then the requests are served
+  // one by one as they come; so up to three attempts, each from a fresh start. First in,
+  // first out, every attempt would see all five served, one after another.
   constexpr int kBatch = 5;
-  std::vector<std::unique_ptr<test::RawConn>> batch;
-  for (int i = 0; i < kBatch; ++i) batch.push_back(std::make_unique<test::RawConn>(server.port()));
-  ASSERT_TRUE(busy.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
-  std::this_thread::sleep_for(10ms);
-  for (auto& c : batch) ASSERT_TRUE(c->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
-  std::vector<int> status(kBatch, 0);
-  std::vector<std::chrono::steady_clock::time_point> answered(kBatch);
-  std::vector<std::thread> readers;
-  for (int i = 0; i < kBatch; ++i) {
-    readers.emplace_back([&, i] {
-      if (std::optional<test::RawResponse> r = batch[static_cast<std::size_t>(i)]->read_response()) {
-        status[static_cast<std::size_t>(i)] = r->status;
-      }
-      answered[static_cast<std::size_t>(i)] = std::chrono::steady_clock::now();
-    });
-  }
-  std::optional<test::RawResponse> first = busy.read_response();
-  for (std::thread& t : readers) t.join();
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->status, 200);
+  auto attempt = [&]() -> std::string {
+    test::RawConn late(server.port()), busy(server.port());
+    if (!late.send("GET / HTTP/1.1\r\nHost: x\r\nX-Late: 1\r\n\r\n")) return "send failed";
+    std::optional<test::RawResponse> shed = late.read_response();
+    if (!shed || shed->status != 503) return "the late request was not shed";
 
-  // The batch may come in two polls (the netpoller can see part of it, then the rest),
-  // each decided on its own: the newest of each is served. What a client sees either way:
-  // some are shed, and each shed answer comes before a served one's handler has run, not
-  // after it. First in, first out, all five would be served, one after another.
-  int served = 0, sheds = 0;
-  std::chrono::steady_clock::time_point last_served{};
-  for (int i = 0; i < kBatch; ++i) {
-    const int s = status[static_cast<std::size_t>(i)];
-    EXPECT_TRUE(s == 200 || s == 503) << "request " << i << ": " << s;
-    if (s == 200) {
-      ++served;
-      last_served = std::max(last_served, answered[static_cast<std::size_t>(i)]);
-    } else {
-      ++sheds;
+    // The P spins for one request; the batch arrives meanwhile.
+    std::vector<std::unique_ptr<test::RawConn>> batch;
+    for (int i = 0; i < kBatch; ++i) batch.push_back(std::make_unique<test::RawConn>(server.port()));
+    if (!busy.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")) return "send failed";
+    std::this_thread::sleep_for(10ms);
+    for (auto& c : batch) {
+      if (!c->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")) return "send failed";
     }
+    std::vector<int> status(kBatch, 0);
+    std::vector<std::chrono::steady_clock::time_point> answered(kBatch);
+    std::vector<std::thread> readers;
+    for (int i = 0; i < kBatch; ++i) {
+      readers.emplace_back([&, i] {
+        const auto at = static_cast<std::size_t>(i);
+        if (std::optional<test::RawResponse> r = batch[at]->read_response()) status[at] = r->status;
+        answered[at] = std::chrono::steady_clock::now();
+      });
+    }
+    std::optional<test::RawResponse> first = busy.read_response();
+    for (std::thread& t : readers) t.join();
+    if (!first || first->status != 200) return "the busy request was not served";
+
+    // The batch may come in two polls (the netpoller can see part of it, then the rest),
+    // each decided on its own: the newest of each is served. What a client sees either
+    // way: some are shed, and each shed answer comes before a served one's handler has
+    // run, not after it.
+    int served = 0, sheds = 0;
+    std::chrono::steady_clock::time_point last_served{};
+    for (int i = 0; i < kBatch; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      if (status[at] == 200) {
+        ++served;
+        last_served = std::max(last_served, answered[at]);
+      } else if (status[at] == 503) {
+        ++sheds;
+      } else {
+        ADD_FAILURE() << "request " << i << " was answered " << status[at];
+      }
+    }
+    if (served == 0) return "none of the batch was served";
+    if (sheds == 0) return "all " + std::to_string(served) + " of the batch were served";
+    for (int i = 0; i < kBatch; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      if (status[at] == 503 && answered[at] + kSpin / 2 >= last_served) {
+        return "request " + std::to_string(i) + " was shed only " +
+               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                  last_served - answered[at])
+                                  .count()) +
+               " us before the last served answer";
+      }
+    }
+    return "";
+  };
+  std::vector<std::string> seen;
+  for (int i = 0; i < 3; ++i) {
+    std::string what = attempt();
+    if (what.empty()) return;
+    seen.push_back(what);
+    std::this_thread::sleep_for(150ms);  // the pressure ends: the next attempt starts afresh
   }
-  EXPECT_GE(served, 1) << "the newest of the batch is served";
-  EXPECT_GE(sheds, 1) << "one P has room for one request of a batch at a time";
-  for (int i = 0; i < kBatch; ++i) {
-    if (status[static_cast<std::size_t>(i)] != 503) continue;
-    EXPECT_LT(answered[static_cast<std::size_t>(i)] + kSpin / 2, last_served)
-        << "request " << i << " was shed only "
-        << std::chrono::duration_cast<std::chrono::microseconds>(
-               last_served - answered[static_cast<std::size_t>(i)])
-               .count()
-        << " us before the last served answer";
-  }
+  ADD_FAILURE() << "three attempts, none decided the batch first: " << seen[0] << "; " << seen[1]
+                << "; " << seen[2];
 }
 
 // ---- rate_limit ----
