@@ -25,11 +25,11 @@ namespace goro::http {
 
 namespace {
 
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+std::int64_t ns_since_epoch(std::chrono::steady_clock::time_point t) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+
+std::int64_t now_ns() noexcept { return ns_since_epoch(std::chrono::steady_clock::now()); }
 
 void count_shed() noexcept { detail::stats_shard().shed.fetch_add(1, std::memory_order_relaxed); }
 
@@ -187,9 +187,7 @@ Middleware limit_concurrency(std::shared_ptr<ConcurrencyLimiter> limiter,
           max_wait.count() == 0 ? limiter->queue_target() : max_wait;
       const bool stamped = req.received_at().time_since_epoch().count() != 0;
       if (wait_limit.count() > 0 && stamped) {
-        const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     start.time_since_epoch())
-                                     .count();
+        const std::int64_t now = ns_since_epoch(start);
         if (start - req.received_at() > wait_limit) {
           lifo->pressure_at.store(now, std::memory_order_relaxed);
           shed();
@@ -202,7 +200,7 @@ Middleware limit_concurrency(std::shared_ptr<ConcurrencyLimiter> limiter,
           const std::size_t behind = lifo->deferred.fetch_sub(1, std::memory_order_relaxed) - 1;
           start = std::chrono::steady_clock::now();
           if (behind >= static_cast<std::size_t>(std::max(1, goro::maxprocs()))) {
-            lifo->pressure_at.store(now_ns(), std::memory_order_relaxed);
+            lifo->pressure_at.store(ns_since_epoch(start), std::memory_order_relaxed);
             shed();
             return;
           }
