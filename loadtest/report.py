@@ -53,6 +53,7 @@ HEADLINE = {
     "h2": ("requests_per_s", "req/s", True),
     "idle": ("bytes_per_conn", "server bytes per idle conn", False),
     "idle-ws": ("bytes_per_conn", "server bytes per idle WebSocket", False),
+    "ws-echo": ("requests_per_s", "WebSocket messages/s", True),
     "scaling": ("requests_per_s", "req/s", True),
     "grpc-unary": ("requests_per_s", "unary calls/s", True),
     "grpc-stream": ("messages_per_s", "streamed messages/s", True),

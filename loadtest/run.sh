@@ -44,6 +44,7 @@
 #   IDLE_CONNS=10000     connections of the idle and idle-ws scenarios (100000 needs a hard
 #                        RLIMIT_NOFILE above it, or CAP_SYS_RESOURCE to raise it)
 #   BLOCK_CONNS=32 BLOCK_MS=10   the /block load of the handoff scenario
+#   WS_CONNS=64 WS_SIZE=128      connections and message bytes of ws-echo
 #   HOGS=4 HOG_MS=3000   the /cpu hogs of the preempt scenario
 #   SCALE_PROCS="1 2 4 8" SCALE_CONNS=256   the scaling scenario (needs 2 x max CPUs;
 #                        --quick: "1 8")
@@ -69,7 +70,7 @@ root="$(cd "$here/.." && pwd)"
 http_dir="$here/http"
 
 all_scenarios=(plaintext-64 plaintext-1k plaintext-10k pipeline16 json echo4k gzip-text static4k static1m
-  sleep handoff preempt https h2 idle idle-ws scaling grpc-unary grpc-stream grpc-idle)
+  sleep handoff preempt https h2 idle idle-ws ws-echo scaling grpc-unary grpc-stream grpc-idle)
 grpc_peer_names=" goro grpc-go grpc-cpp "
 is_grpc() { [[ "$1" == grpc-* ]]; }
 
@@ -92,6 +93,7 @@ describe() {
     h2) echo "GET /plaintext over HTTP/2 and TLS (ALPN h2), h2load -c64 -m16: requests/s" ;;
     idle) echo "${IDLE_CONNS:-10000} idle keep-alive connections: server RSS per connection" ;;
     idle-ws) echo "${IDLE_CONNS:-10000} idle WebSocket connections (/ws/echo): server RSS per connection" ;;
+    ws-echo) echo "WebSocket round trips on /ws/echo, ${WS_CONNS:-64} connections, one ${WS_SIZE:-128}-byte binary message in flight on each: messages/s" ;;
     scaling) echo "GET /plaintext, ${SCALE_CONNS:-256} conns, at ${SCALE_PROCS:-1 2 4 8} cores: requests/s" ;;
     grpc-unary) echo "gRPC helloworld.Greeter/SayHello (name \"world\"), h2c, h2load -c${GRPC_CONNS:-64} -m${GRPC_STREAMS:-16}: calls/s, p50, p99" ;;
     grpc-stream) echo "gRPC SayHelloStreamReply, ${GRPC_STREAM_REPLIES:-100} replies per call, h2c, h2load -c${GRPC_CONNS:-64} -m${GRPC_STREAMS:-16}: messages/s" ;;
@@ -119,7 +121,8 @@ does_not_apply() {
     epoll/https) echo "the bare loop speaks no TLS" ;;
     asio/static* | epoll/static*) echo "serves no files" ;;
     asio/h2 | epoll/h2) echo "speaks no HTTP/2" ;;
-    go/idle-ws | nginx/idle-ws | asio/idle-ws | epoll/idle-ws)
+    go/idle-ws | nginx/idle-ws | asio/idle-ws | epoll/idle-ws | go/ws-echo | nginx/ws-echo | \
+      asio/ws-echo | epoll/ws-echo)
       echo "serves no WebSocket" ;;
     asio/* | epoll/*)
       [ -x "$bin/loadtest_peer_$peer" ] || echo "loadtest_peer_$peer was not built" ;;
@@ -250,7 +253,7 @@ else
   targets=()
   build_targets=$(cmake --build "$build" --target help)
   if [ "$any_http" = 1 ]; then
-    targets+=(loadtest_idle_client)
+    targets+=(loadtest_idle_client loadtest_ws_echo_client)
     [ -z "${GORO_DEMO:-}" ] && targets+=(goro-demo)
     wants epoll && targets+=(loadtest_peer_epoll)
     wants asio && grep -q loadtest_peer_asio <<<"$build_targets" && targets+=(loadtest_peer_asio)
@@ -899,6 +902,7 @@ for entry in "${steps[@]}"; do
     scaling) conns=$scale_conns ;;
     idle) conns=$idle_conns ;;
     idle-ws) conns=$idle_conns path=/ws/echo ;;
+    ws-echo) conns=${WS_CONNS:-64} path=/ws/echo ;;
   esac
   logfile="$out/logs/$scenario-$peer-p$p-r$round.log"
   wrk_log="$out/logs/$scenario-$peer-p$p-r$round.wrk.txt"
@@ -1038,6 +1042,34 @@ for entry in "${steps[@]}"; do
     [ "$w_rps" = 0 ] && status=failed note="h2load completed no call (log: $wrk_log)"
     log "$prefix $(printf '%s calls/s  %s msgs/s  p50 %s  p99 %s  max %s ms  errors %s  RSS %s KiB  CPU %s%%  others %s%%  h2load CPU %s%%' \
       "$w_rps" "$msgs_per_s" "$p50" "$p99" "$maxl" "$w_errors" "$rss" "$cpu" "$others" "$client_cpu")"
+  elif [ "$scenario" = ws-echo ]; then
+    # loadtest_ws_echo_client checks every echo byte for byte; its own warm-up first.
+    ws_size=${WS_SIZE:-128}
+    echo "== loadtest_ws_echo_client $conns connections, $ws_size bytes, ${seconds} s after ${warmup} s" >>"$wrk_log"
+    cpu0=$(cpu_ticks "$server_pid")
+    busy0=$(cores_busy_ticks)
+    t0=$EPOCHREALTIME
+    result=$("${client_pin[@]}" "$bin/loadtest_ws_echo_client" 127.0.0.1 "$port" "$conns" \
+      "$ws_size" "$seconds" "$warmup" "$path" 2>&1 || true)
+    t1=$EPOCHREALTIME
+    busy1=$(cores_busy_ticks)
+    cpu1=$(cpu_ticks "$server_pid")
+    printf '%s\n' "$result" >>"$wrk_log"
+    rss=$(rss_kib "$server_pid")
+    w_rps=$(sed -n 's/.*per_s=\([0-9]*\).*/\1/p' <<<"$result")
+    w_errors=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' <<<"$result")
+    [ -z "$w_rps" ] && w_rps=0
+    [ -z "$w_errors" ] && w_errors=1 w_error_detail="no result line (log: $wrk_log)"
+    p50="" p99="" maxl="" note="$ws_size-byte binary messages, each echo checked; no percentiles"
+    # Over the client's whole run, warm-up included.
+    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
+    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    status=ok
+    [ "$w_rps" = 0 ] && status=failed note="no WebSocket round trip completed (log: $wrk_log)"
+    log "$prefix $(printf '%s msgs/s  errors %s  RSS %s KiB  CPU %s%%  others %s%%' \
+      "$w_rps" "$w_errors" "$rss" "$cpu" "$others")"
   elif [ "$scenario" = h2 ]; then
     run_h2load "$conns" 16 "$warmup" "$url_base$path" # warm-up
     cpu0=$(cpu_ticks "$server_pid")
@@ -1129,7 +1161,7 @@ log "== measured in $((total_s / 60)) min $((total_s % 60)) s"
 
 # --- report --------------------------------------------------------------------------
 command_line="loadtest/run.sh${*:+ $*}"
-for knob in PEERS PROCS DURATION WARMUP ROUNDS IDLE_CONNS BLOCK_CONNS BLOCK_MS HOGS HOG_MS \
+for knob in PEERS PROCS DURATION WARMUP ROUNDS IDLE_CONNS BLOCK_CONNS BLOCK_MS WS_CONNS WS_SIZE HOGS HOG_MS \
   SCALE_PROCS SCALE_CONNS GRPC_CONNS GRPC_STREAMS GRPC_STREAM_REPLIES GRPC_IDLE_CONNS TASKSET; do
   [ -n "${!knob:-}" ] && command_line="$knob=\"${!knob}\" $command_line"
 done

@@ -1023,6 +1023,69 @@ TEST_P(WebSocketWire, PingsAreAnsweredWithTheirPayloadAndEarlyBytesAreRead) {
   });
 }
 
+// A WebSocket reads into a small buffer while its input is slow and into a page while it
+// is busy (websocket_connection.hpp). Messages of every size around the small buffer's,
+// cut anywhere, sent slowly (40 ms between the pieces, past the busy gap) and in bursts,
+// come back whole; so do pings cut in two and early bytes larger than the small buffer.
+TEST_P(WebSocketWire, MessagesCutAnywhereArriveWholeAtAnyPace) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start(echo_handler());
+    ASSERT_TRUE(server);
+    const std::string early(2000, 'e');
+    auto raw = RawClient::connect(server->addr(), frame(opcode::binary, early));
+    ASSERT_TRUE(raw);
+    auto echo = raw->read_frame();
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(echo->payload, early);
+    auto payload = [](std::size_t size) {
+      std::string p(size, '\0');
+      for (std::size_t i = 0; i < size; ++i) p[i] = static_cast<char>('a' + (i * 7 + size) % 26);
+      return p;
+    };
+    for (bool slow : {true, false}) {
+      for (std::size_t size : {0, 1, 125, 126, 500, 505, 506, 507, 511, 512, 513, 700, 1023, 1024,
+                               1500, 4096, 5000}) {
+        const std::string body = payload(size);
+        const std::string wire = frame(opcode::binary, body);
+        // Cut inside the header, at the small buffer's edge and after it.
+        std::vector<std::size_t> cuts;
+        for (std::size_t cut : {std::size_t{1}, std::size_t{506}, std::size_t{512}, std::size_t{513},
+                                wire.size() - 1})
+          if (cut > 0 && cut < wire.size() && (cuts.empty() || cut > cuts.back())) cuts.push_back(cut);
+        std::size_t from = 0;
+        cuts.push_back(wire.size());
+        for (std::size_t cut : cuts) {
+          ASSERT_TRUE(raw->send(wire.substr(from, cut - from)));
+          from = cut;
+          if (slow && cut < wire.size()) goro::sleep(40ms);
+        }
+        echo = raw->read_frame();
+        ASSERT_TRUE(echo) << size << (slow ? " slow" : " fast");
+        EXPECT_EQ(echo->header.opcode, opcode::binary);
+        EXPECT_EQ(echo->payload, body) << size << (slow ? " slow" : " fast");
+      }
+      // A ping whose header and payload come apart, then a message behind it in one piece.
+      const std::string ping = frame(opcode::ping, std::string(125, 'p'));
+      ASSERT_TRUE(raw->send(ping.substr(0, 3)));
+      if (slow) goro::sleep(40ms);
+      ASSERT_TRUE(raw->send(ping.substr(3) + frame(opcode::text, "after")));
+      auto pong = raw->read_frame();
+      ASSERT_TRUE(pong);
+      EXPECT_EQ(pong->header.opcode, opcode::pong);
+      EXPECT_EQ(pong->payload, std::string(125, 'p'));
+      echo = raw->read_frame();
+      ASSERT_TRUE(echo);
+      EXPECT_EQ(echo->payload, "after");
+    }
+    ASSERT_TRUE(raw->send(frame(opcode::close, close_payload(1000))));
+    auto close = raw->read_frame();
+    ASSERT_TRUE(close);
+    EXPECT_EQ(close->header.opcode, opcode::close);
+    EXPECT_TRUE(raw->reaches_end());
+    EXPECT_FALSE(server->close());
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ps, WebSocketWire, ::testing::Values(1, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Ps"; });
 

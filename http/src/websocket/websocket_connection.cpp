@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,16 @@ namespace goro::http::websocket::detail {
 namespace {
 
 constexpr std::size_t kReadBufferSize = 4096;
+// Input that comes within this of the previous read's is busy: the next read keeps the
+// read buffer (Connection::small_). On the coarse clock (a few ms resolution), read
+// once per read for a few nanoseconds.
+constexpr std::int64_t kBusyGapNs = 30'000'000;
+
+std::int64_t coarse_now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 // A data frame's payload at least this long, with nothing buffered, is read straight
 // into the message instead of through the read buffer.
 constexpr std::size_t kDirectRead = 1024;
@@ -49,9 +60,11 @@ Connection::Connection(Setup setup)
       decoder_({.server = setup.server,
                 .deflate = setup.deflate.has_value(),
                 .max_message_size = setup.max_message_size}) {
-  capacity_ = std::max(kReadBufferSize, setup.early.size());
-  buffer_ = std::make_unique<char[]>(capacity_);
-  std::memcpy(buffer_.get(), setup.early.data(), setup.early.size());
+  if (setup.early.size() > sizeof small_) {
+    large_capacity_ = std::max(kReadBufferSize, setup.early.size());
+    large_ = std::make_unique<char[]>(large_capacity_);
+  }
+  std::memcpy(input(), setup.early.data(), setup.early.size());
   end_ = setup.early.size();
   if (setup.deflate) {
     const DeflateParams& p = *setup.deflate;
@@ -95,7 +108,7 @@ std::error_code Connection::read_locked(Message& out, const Context& ctx) {
   if (read_error_) return read_error_;
   for (;;) {
     std::size_t used = 0;
-    FrameDecoder::Event e = decoder_.next(buffer_.get() + begin_, end_ - begin_, used);
+    FrameDecoder::Event e = decoder_.next(input() + begin_, end_ - begin_, used);
     begin_ += used;
     switch (e.kind) {
       case Kind::payload:
@@ -133,13 +146,27 @@ std::error_code Connection::fill(const Context& ctx) {
   // What is left is at most a partial header or control frame (payload is always taken):
   // move it to the front, so that a whole control frame (139 bytes) always fits.
   if (begin_ > 0) {
-    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
+    std::memmove(input(), input() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  Result<std::size_t> n = stream_->read(buffer_.get() + end_, capacity_ - end_, ctx);
+  // Nothing left over, the socket drained and the input slow: this read may wait long,
+  // in small_.
+  if (end_ == 0 && !last_read_full_ && !input_busy_) {
+    large_.reset();
+  } else if (!large_) {
+    large_capacity_ = kReadBufferSize;
+    large_ = std::make_unique<char[]>(large_capacity_);
+    std::memcpy(large_.get(), small_, end_);
+  }
+  const std::size_t space = input_capacity() - end_;
+  Result<std::size_t> n = stream_->read(input() + end_, space, ctx);
   if (!n || *n == 0) return read_failed(n);
   end_ += *n;
+  last_read_full_ = *n == space;
+  const std::int64_t now = coarse_now_ns();
+  input_busy_ = now - last_input_ns_ < kBusyGapNs;
+  last_input_ns_ = now;
   return {};
 }
 
@@ -212,7 +239,7 @@ void Connection::linger_close() {
   if (!stream_->shutdown_write()) {
     std::size_t discarded = 0;
     while (discarded < kLingerBytes) {
-      Result<std::size_t> n = stream_->read(buffer_.get(), capacity_, ctx);
+      Result<std::size_t> n = stream_->read(input(), input_capacity(), ctx);
       if (!n || *n == 0) break;
       discarded += *n;
     }

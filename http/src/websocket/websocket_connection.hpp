@@ -78,6 +78,8 @@ class Connection {
   // Reading (caller holds read_mu_).
   std::error_code read_locked(Message& out, const Context& ctx);
   std::error_code fill(const Context& ctx);
+  char* input() noexcept { return large_ ? large_.get() : small_; }
+  std::size_t input_capacity() const noexcept { return large_ ? large_capacity_ : sizeof small_; }
   std::error_code read_failed(const Result<std::size_t>& n);
   std::error_code finish_message(Message& out);
   std::error_code peer_closed(std::uint16_t code, std::string_view reason);
@@ -107,8 +109,18 @@ class Connection {
   const std::size_t compression_min_size_;
 
   goro::Mutex read_mu_;
-  std::unique_ptr<char[]> buffer_;
-  std::size_t capacity_ = 0, begin_ = 0, end_ = 0;  // unconsumed input: [begin_, end_)
+  // The input is read into small_ when nothing is left over, the last read drained the
+  // socket and came long after the one before (kBusyGapNs in the .cpp), so that a
+  // WebSocket waiting for its next message holds no page of input (an idle one is the
+  // common case); otherwise into large_, made when a read filled small_ or left part of
+  // a frame.
+  std::unique_ptr<char[]> large_;
+  std::size_t large_capacity_ = 0;
+  std::size_t begin_ = 0, end_ = 0;  // unconsumed input: [begin_, end_) of input()
+  bool last_read_full_ = false;
+  bool input_busy_ = false;  // the last read came within kBusyGapNs of the one before
+  std::int64_t last_input_ns_ = INT64_MIN / 2;  // when it came (CLOCK_MONOTONIC_COARSE)
+  char small_[512];
   FrameDecoder decoder_;
   std::string message_;     // the data message being assembled
   std::string compressed_;  // ... or its payload, while compressed
