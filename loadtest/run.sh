@@ -1044,7 +1044,7 @@ for entry in "${steps[@]}"; do
       "$w_rps" "$msgs_per_s" "$p50" "$p99" "$maxl" "$w_errors" "$rss" "$cpu" "$others" "$client_cpu")"
   elif [ "$scenario" = ws-echo ]; then
     # loadtest_ws_echo_client checks every echo byte for byte; its own warm-up first.
-    ws_size=${WS_SIZE:-128}
+    ws_size=${WS_SIZE:-128} w_error_detail=""
     echo "== loadtest_ws_echo_client $conns connections, $ws_size bytes, ${seconds} s after ${warmup} s" >>"$wrk_log"
     cpu0=$(cpu_ticks "$server_pid")
     busy0=$(cores_busy_ticks)

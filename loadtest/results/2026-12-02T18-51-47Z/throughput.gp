@@ -1,0 +1,20 @@
+set terminal pngcairo size 1400,600 font 'sans,10'
+set output 'throughput.png'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set datafile missing '?'
+set key top right
+set grid ytics
+set xtics noenhanced
+set key noenhanced
+set multiplot title "Requests per second, 1 core(s) per server\n2026-12-02 18:53 UTC, Intel(R) Xeon(R) Processor, 2 CPUs, 24 GiB, Linux 6.18.44-fc-v1045" noenhanced
+set ylabel 'thousand requests/s'
+set yrange [0:*]
+set bmargin 3
+set origin 0.0,0
+set size 1.0,0.92
+
+plot 'throughput0.dat' using 2:xtic(1) title columnheader(2), 'throughput0.dat' using 3 title columnheader(3)
+unset ylabel
+unset multiplot
