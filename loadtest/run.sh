@@ -448,6 +448,15 @@ cores_busy_ticks() {
     s += $2 + $3 + $4 + $7 + $8 + $9 } END { print s }' /proc/stat
 }
 
+# cpu and others (percent of one core) over [t0, t1], from the server's ticks cpu0 ->
+# cpu1 and its cores' busy0 -> busy1.
+cpu_shares() {
+  cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+    'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
+  others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
+    'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+}
+
 free_port() {
   local port
   while :; do
@@ -1032,10 +1041,7 @@ for entry in "${steps[@]}"; do
     cpu1=$(cpu_ticks "$server_pid")
     rss=$(rss_kib "$server_pid")
     p50=$(ms "$w_p50_us") p99=$(ms "$w_p99_us") maxl=$(ms "$w_max_us")
-    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
-    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    cpu_shares
     note="h2load -c$conns -m$streams; latency per call"
     [ "$scenario" = grpc-stream ] && note="$note ($replies replies)"
     status=ok
@@ -1062,10 +1068,7 @@ for entry in "${steps[@]}"; do
     [ -z "$w_errors" ] && w_errors=1 w_error_detail="no result line (log: $wrk_log)"
     p50="" p99="" maxl="" note="$ws_size-byte binary messages, each echo checked; no percentiles"
     # Over the client's whole run, warm-up included.
-    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
-    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    cpu_shares
     status=ok
     [ "$w_rps" = 0 ] && status=failed note="no WebSocket round trip completed (log: $wrk_log)"
     log "$prefix $(printf '%s msgs/s  errors %s  RSS %s KiB  CPU %s%%  others %s%%' \
@@ -1081,10 +1084,7 @@ for entry in "${steps[@]}"; do
     cpu1=$(cpu_ticks "$server_pid")
     rss=$(rss_kib "$server_pid")
     p50="" p99="" maxl="" note="h2load: no percentiles"
-    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
-    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    cpu_shares
     status=ok
     [ "$w_rps" = 0 ] && status=failed note="h2load completed no request (log: $wrk_log)"
     log "$prefix $(printf '%s req/s  errors %s  RSS %s KiB  CPU %s%%  others %s%%' \
@@ -1125,10 +1125,7 @@ for entry in "${steps[@]}"; do
       retained=$(awk -v a="$rps" -v b="$baseline" 'BEGIN { if (b > 0) printf "%.1f", 100 * a / b }')
     fi
     w_rps=$rps w_errors=$errors w_error_detail=$error_detail
-    cpu=$(awk -v c=$((cpu1 - cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { printf "%.0f", 100 * c / hz / (b - a) }')
-    others=$(awk -v c=$((busy1 - busy0 - cpu1 + cpu0)) -v hz="$clk_tck" -v a="$t0" -v b="$t1" \
-      'BEGIN { v = 100 * c / hz / (b - a); printf "%.0f", v < 0 ? 0 : v }')
+    cpu_shares
     status=ok
     if [ "$rps" = 0 ] && [ -n "$baseline" ]; then
       status=starved p50="" p99="" maxl=""
