@@ -36,44 +36,41 @@ struct Connection {
   std::string in;  // bytes received and not yet matched
 };
 
-// One masked binary frame of `size` bytes (RFC 6455 5.2), as every client frame must be.
-std::string client_frame(std::size_t size) {
+// A binary frame's header for a payload of `size` bytes (RFC 6455 5.2), the mask bit set
+// when `masked`.
+std::string frame_header(std::size_t size, bool masked) {
+  const char mask = masked ? static_cast<char>(0x80) : 0;
   std::string f;
   f.push_back(static_cast<char>(0x82));
   if (size < 126) {
-    f.push_back(static_cast<char>(0x80 | size));
+    f.push_back(static_cast<char>(mask | static_cast<char>(size)));
   } else if (size <= 0xFFFF) {
-    f.push_back(static_cast<char>(0x80 | 126));
+    f.push_back(static_cast<char>(mask | 126));
     f.push_back(static_cast<char>(size >> 8));
     f.push_back(static_cast<char>(size & 0xFF));
   } else {
-    f.push_back(static_cast<char>(0x80 | 127));
+    f.push_back(static_cast<char>(mask | 127));
     for (int i = 7; i >= 0; --i) f.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
   }
+  return f;
+}
+
+char payload_byte(std::size_t i) { return static_cast<char>('a' + i % 26); }
+
+// The client's masked frame, as every client frame must be.
+std::string client_frame(std::size_t size) {
+  std::string f = frame_header(size, true);
   const unsigned char key[4] = {0x12, 0x34, 0x56, 0x78};
   f.append(reinterpret_cast<const char*>(key), 4);
-  for (std::size_t i = 0; i < size; ++i) {
-    const auto plain = static_cast<unsigned char>('a' + i % 26);
-    f.push_back(static_cast<char>(plain ^ key[i % 4]));
-  }
+  for (std::size_t i = 0; i < size; ++i)
+    f.push_back(static_cast<char>(static_cast<unsigned char>(payload_byte(i)) ^ key[i % 4]));
   return f;
 }
 
 // The server's unmasked frame carrying the same payload.
 std::string server_frame(std::size_t size) {
-  std::string f;
-  f.push_back(static_cast<char>(0x82));
-  if (size < 126) {
-    f.push_back(static_cast<char>(size));
-  } else if (size <= 0xFFFF) {
-    f.push_back(static_cast<char>(126));
-    f.push_back(static_cast<char>(size >> 8));
-    f.push_back(static_cast<char>(size & 0xFF));
-  } else {
-    f.push_back(static_cast<char>(127));
-    for (int i = 7; i >= 0; --i) f.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
-  }
-  for (std::size_t i = 0; i < size; ++i) f.push_back(static_cast<char>('a' + i % 26));
+  std::string f = frame_header(size, false);
+  for (std::size_t i = 0; i < size; ++i) f.push_back(payload_byte(i));
   return f;
 }
 
