@@ -26,6 +26,9 @@ std::string http_server(std::string_view input);
 // A chunked request body through the server's MessageParser, checked against a plain
 // decoder written from RFC 9112 7.1 and against itself fed in other pieces.
 std::string http_chunked(std::string_view input);
+// A request head through MessageParser's own reader of plain heads and through llhttp
+// alone: the two must agree on everything a caller sees, message after message.
+std::string http_head_paths(std::string_view input);
 // The client's response parsing: MessageParser in response mode, as http::Client
 // drives it (interim responses, HEAD, a body delimited by the close).
 std::string http_response(std::string_view input);
@@ -92,6 +95,7 @@ inline constexpr Target targets[] = {
     {"http_server", http_server},
     {"http2_server", http2_server},
     {"http_chunked", http_chunked},
+    {"http_head_paths", http_head_paths},
     {"http_response", http_response},
     {"http_router", http_router},
     {"http_url", http_url},

@@ -131,6 +131,52 @@ TEST(Parser, PipelinedRequestsInOrderEverySplit) {
   }
 }
 
+// Plain heads are read without llhttp when they arrive whole, by llhttp when a read cuts
+// them or when they are anything but plain; a connection mixes both. Whatever the reads,
+// each request comes out the same as when llhttp reads every head.
+TEST(Parser, PlainHeadsAndLlhttpHeadsMixInEverySplit) {
+  const std::string reqs =
+      "GET /plain HTTP/1.1\r\nHost: h\r\nAccept: */*\r\n\r\n"
+      "POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+      // A plain HTTP/1.0 head between two of llhttp's: llhttp ends the POST only when
+      // given the HEAD, and must judge it by the POST's version, not this one's.
+      "GET /ten HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+      "HEAD /x#frag HTTP/1.1\r\nHost: h\r\n\r\n"
+      "OPTIONS /o?q=%41 HTTP/1.1\r\nhost:h:80\r\nX-V: \"v\" \t\r\n\r\n"
+      "GET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+  const std::string_view targets[] = {"/plain", "/form", "/ten", "/x#frag", "/o?q=%41", "/last"};
+  auto describe = [&](bool plain, std::size_t step) {
+    MessageParser p(Mode::request, {}, 64);
+    p.set_plain_heads(plain);
+    std::string_view in = reqs;
+    std::string out;
+    for (std::string_view target : targets) {
+      if (feed_head(p, in, step) != ParseStatus::complete) return out + "refused: " + p.error().message;
+      EXPECT_EQ(p.target(), target) << "step " << step << (plain ? " plain" : " llhttp");
+      std::string body;
+      EXPECT_TRUE(read_body(p, in, step, body));
+      out += std::string(p.method()) + " " + std::string(p.target()) + " 1." +
+             std::to_string(p.version_minor()) + " keep=" + std::to_string(p.keep_alive()) +
+             " head=" + std::to_string(p.is_head_method()) + " body=" + body;
+      for (const HeaderField& f : p.headers())
+        out += " " + std::string(f.name) + "=" + std::string(f.value);
+      out += "\n";
+      if (!p.keep_alive()) break;
+      p.next_message();
+    }
+    return out + "left " + std::to_string(p.buffered() + in.size());
+  };
+  const std::string expected = describe(false, reqs.size());
+  EXPECT_NE(expected.find("OPTIONS /o?q=%41 1.1 keep=1 head=0 body= host=h:80 X-V=\"v\""),
+            std::string::npos)
+      << expected;
+  EXPECT_NE(expected.find("GET /last 1.1 keep=0"), std::string::npos) << expected;
+  for (std::size_t step = 1; step <= reqs.size(); step += (step < 60 ? 1 : 17)) {
+    EXPECT_EQ(describe(true, step), expected) << "step " << step;
+    EXPECT_EQ(describe(false, step), expected) << "step " << step;
+  }
+}
+
 TEST(Parser, LargeChunkedBodyThroughSmallBuffer) {
   std::string req = "PUT /big HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
   std::string expected;

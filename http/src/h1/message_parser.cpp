@@ -83,6 +83,34 @@ constexpr std::array<bool, 256> kHostChars = [] {
   return t;
 }();
 
+// What read_plain_head() takes, a subset of what llhttp takes: RFC 3986's characters of
+// an origin-form path and query (unreserved, sub-delims, ':', '@', '%', '/', '?'); RFC
+// 9110's tchars for a field name; visible ASCII, SP and HTAB in a field value.
+constexpr std::array<bool, 256> kPlainTargetChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (char c : std::string_view("-._~!$&'()*+,;=:@%/?")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+constexpr std::array<bool, 256> kTokenChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+constexpr std::array<bool, 256> kPlainValueChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x7f; ++c) t[c] = true;
+  t['\t'] = true;
+  return t;
+}();
+
 bool valid_host(std::string_view host) noexcept {
   for (unsigned char c : host) {
     if (!kHostChars[c]) return false;
@@ -349,7 +377,7 @@ int MessageParser::on_header_value_complete(llhttp_t* p) {
 }
 
 int MessageParser::check_request_head() noexcept {
-  if (parser_.http_major != 1) {
+  if (version_major() != 1) {
     // llhttp takes "GET /" for HTTP/0.9's simple request: the line tells it from a
     // well-formed line of another version (the line has ended: the head has).
     ParseError refusal = classify_request_line();
@@ -369,6 +397,8 @@ int MessageParser::check_request_head() noexcept {
   int chunked = 0;
   bool chunked_last = false;
   for (const FieldOffsets& f : offsets_) {
+    // Most fields are none of the three: their length tells, before any comparison.
+    if (f.name_size != 4 && f.name_size != 17 && f.name_size != 6) continue;
     std::string_view name(b + f.name_offset, f.name_size);
     std::string_view value = trim_ows({b + f.value_offset, f.value_size});
     if (iequals(name, "host")) {
@@ -384,14 +414,14 @@ int MessageParser::check_request_head() noexcept {
     } else if (iequals(name, "expect")) {
       if (iequals(value, "100-continue")) {
         // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
-        if (parser_.http_minor >= 1) expect_continue_ = true;
+        if (version_minor() >= 1) expect_continue_ = true;
       } else if (!value.empty()) {
         return fail(417, "unsupported expectation");
       }
     }
   }
   if (hosts > 1) return fail(400, "repeated Host header");
-  if (hosts == 0 && parser_.http_minor >= 1) return fail(400, "missing Host header");
+  if (hosts == 0 && version_minor() >= 1) return fail(400, "missing Host header");
   // RFC 9112 3.2.2: with an absolute-form target the server uses the target's authority
   // and ignores Host (build_views puts it in Host's place); userinfo ("user@") or an
   // empty host there is refused, as in a Host header.
@@ -402,7 +432,7 @@ int MessageParser::check_request_head() noexcept {
       return fail(400, "malformed authority in the request target");
   }
   if (has_transfer_encoding) {
-    if (parser_.http_minor == 0) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
+    if (version_minor() == 0) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
     // RFC 9112 6.1: without chunked as the final coding (applied once, RFC 9112 7) the
     // body's length cannot be known: 400, a MUST. Another coding before it is one goro
     // does not implement: 501.
@@ -519,12 +549,134 @@ int MessageParser::on_message_complete(llhttp_t* p) {
   return HPE_PAUSED;
 }
 
+// Reads a request head that is whole in the buffer and plain (see parse_head), leaving
+// the parser as llhttp would have: true once it has (the head may still be refused by
+// check_request_head: error_ says so). false for any other input, with nothing changed:
+// llhttp reads it then.
+bool MessageParser::read_plain_head() noexcept {
+  const char* const b = buffer_.get();
+  const char* p = b + parse_pos_;
+  const char* const e = b + end_;
+  auto fall_back = [this] {
+    offsets_.clear();
+    return false;
+  };
+  struct Method {
+    std::string_view word;
+    llhttp_method_t id;
+  };
+  static constexpr Method kMethods[] = {
+      {"GET ", HTTP_GET},       {"POST ", HTTP_POST},   {"HEAD ", HTTP_HEAD},
+      {"PUT ", HTTP_PUT},       {"DELETE ", HTTP_DELETE}, {"PATCH ", HTTP_PATCH},
+      {"OPTIONS ", HTTP_OPTIONS}};
+  const std::string_view input(p, static_cast<std::size_t>(e - p));
+  const Method* method = nullptr;
+  for (const Method& m : kMethods) {
+    if (input.starts_with(m.word)) {
+      method = &m;
+      break;
+    }
+  }
+  if (method == nullptr) return false;
+  p += method->word.size();
+
+  const char* const target = p;
+  if (p == e || *p != '/') return false;
+  while (p != e && kPlainTargetChars[static_cast<unsigned char>(*p)]) ++p;
+  const auto target_size = static_cast<std::size_t>(p - target);
+  if (p == e || *p != ' ' || target_size > limits_.max_request_line) return false;
+  ++p;
+  if (e - p < 10 || std::memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
+      p[8] != '\r' || p[9] != '\n')
+    return false;
+  const int minor = p[7] - '0';
+  p += 10;
+
+  bool keep_alive = minor == 1;
+  for (;;) {
+    if (e - p < 2) return fall_back();
+    if (p[0] == '\r') {
+      if (p[1] != '\n') return fall_back();
+      p += 2;
+      break;
+    }
+    const char* const name = p;
+    while (p != e && kTokenChars[static_cast<unsigned char>(*p)]) ++p;
+    if (p == name || p == e || *p != ':') return fall_back();
+    const std::string_view field(name, static_cast<std::size_t>(p - name));
+    ++p;
+    while (p != e && (*p == ' ' || *p == '\t')) ++p;
+    const char* const value = p;
+    while (p != e && kPlainValueChars[static_cast<unsigned char>(*p)]) ++p;
+    if (e - p < 2 || p[0] != '\r' || p[1] != '\n') return fall_back();
+    const std::string_view field_value(value, static_cast<std::size_t>(p - value));
+    p += 2;
+    // The fields llhttp reads itself, for the framing and the connection's fate: only a
+    // lone keep-alive is taken here.
+    switch (field.size()) {
+      case 7:   // Upgrade
+      case 14:  // Content-Length
+      case 16:  // Proxy-Connection
+      case 17:  // Transfer-Encoding
+        if (iequals(field, "upgrade") || iequals(field, "content-length") ||
+            iequals(field, "proxy-connection") || iequals(field, "transfer-encoding"))
+          return fall_back();
+        break;
+      case 10:
+        if (iequals(field, "connection")) {
+          if (!iequals(trim_ows(field_value), "keep-alive")) return fall_back();
+          keep_alive = true;
+        }
+        break;
+      default: break;
+    }
+    FieldOffsets f;
+    f.name_offset = offset_of(name);
+    f.name_size = static_cast<std::uint32_t>(field.size());
+    f.value_offset = offset_of(value);
+    f.value_size = static_cast<std::uint32_t>(field_value.size());
+    f.value_started = f.complete = true;
+    offsets_.push_back(f);
+  }
+  // A connection that ends with this message, or a head past the limit (counted, as
+  // header_bytes_exceeded counts, from the end of the target): llhttp's to refuse or to
+  // end as it does.
+  if (!keep_alive ||
+      static_cast<std::size_t>(p - (target + target_size)) > limits_.max_header_bytes)
+    return fall_back();
+
+  head_started_ = true;
+  url_offset_ = offset_of(target);
+  url_size_ = target_size;
+  url_end_ = url_offset_ + url_size_;
+  url_complete_ = true;
+  plain_head_ = true;
+  plain_method_ = static_cast<std::uint8_t>(method->id);
+  plain_minor_ = static_cast<std::uint8_t>(minor);
+  in_head_ = false;
+  if (check_request_head() != 0) return true;
+  parse_pos_ = offset_of(p);
+  content_length_ = 0;
+  chunked_ = upgrade_ = false;
+  keep_alive_ = true;
+  message_complete_ = true;
+  return true;
+}
+
 ParseStatus MessageParser::parse_head() {
   if (error_.status != 0) return ParseStatus::error;
   if (request_line_refused_) {
     error_ = classify_request_line();
     return error_.status != 0 ? ParseStatus::error : ParseStatus::need_more;
   }
+  if (plain_heads_ && !llhttp_only_ && mode_ == Mode::request && read_plain_head()) {
+    if (error_.status != 0) return ParseStatus::error;
+    body_start_ = body_read_ = body_write_ = parse_pos_;
+    build_views();
+    return ParseStatus::complete;
+  }
+  // The head is llhttp's from its first byte on (a partial one is never read again).
+  if (end_ != parse_pos_) llhttp_only_ = true;
   const char* data = buffer_.get() + parse_pos_;
   llhttp_errno_t err = llhttp_execute(&parser_, data, end_ - parse_pos_);
   if (err == HPE_OK) {
@@ -595,7 +747,7 @@ bool MessageParser::expose_partial_head() {
 void MessageParser::build_views() {
   const char* b = buffer_.get();
   if (mode_ == Mode::request) {
-    method_ = llhttp_method_name(static_cast<llhttp_method_t>(parser_.method));
+    method_ = llhttp_method_name(static_cast<llhttp_method_t>(method_id()));
     target_ = {b + url_offset_, url_size_};
   } else {
     status_text_ = {b + status_offset_, status_size_};
@@ -697,6 +849,7 @@ std::size_t MessageParser::skip(std::size_t n) noexcept {
 }
 
 void MessageParser::next_message() {
+  llhttp_only_ = !keep_alive_;
   std::size_t left = end_ - parse_pos_;
   if (capacity_ >= kShrinkAbove && left <= initial_capacity_) {
     Buffer smaller = make_buffer(initial_capacity_);
@@ -711,6 +864,7 @@ void MessageParser::next_message() {
   in_head_ = true;
   head_started_ = false;
   request_line_refused_ = request_line_bad_version_ = false;
+  plain_head_ = false;
   url_complete_ = false;
   url_size_ = url_offset_ = url_end_ = 0;
   status_offset_ = status_size_ = 0;

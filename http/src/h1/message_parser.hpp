@@ -151,7 +151,16 @@ class MessageParser {
   // --- head
   // Parses what was received of the message head. complete: the accessors below are
   // valid; for a message without a body message_complete() is already true.
+  //
+  // A request head that arrived whole, with no body and nothing unusual in it (a
+  // common method, an origin-form target of RFC 3986 characters, HTTP/1.1 or 1.0 with
+  // keep-alive, field lines of visible ASCII, no framing or Upgrade field) is read by
+  // read_plain_head(), without llhttp; anything else goes to llhttp. The two agree on
+  // every input the first takes (fuzz/targets/http_head_paths.cpp checks it).
   ParseStatus parse_head();
+  // Whether parse_head may use read_plain_head() (on by default): off, every head goes
+  // through llhttp, which the fuzz target compares against.
+  void set_plain_heads(bool on) noexcept { plain_heads_ = on; }
 
   // Response mode: the next response answers a HEAD request (it has no body).
   void set_response_to_head(bool head) noexcept { response_to_head_ = head; }
@@ -162,15 +171,16 @@ class MessageParser {
   bool expose_partial_head();
 
   std::string_view method() const noexcept { return method_; }
-  bool is_head_method() const noexcept { return parser_.method == HTTP_HEAD; }
+  bool is_head_method() const noexcept { return method_id() == HTTP_HEAD; }
   // Whether the request line was read far enough to know the method is HEAD (for an
   // error answered before the head was complete).
-  bool head_request_seen() const noexcept { return url_complete_ && parser_.method == HTTP_HEAD; }
+  bool head_request_seen() const noexcept { return url_complete_ && method_id() == HTTP_HEAD; }
   std::string_view target() const noexcept { return target_; }
   int status_code() const noexcept { return parser_.status_code; }
   std::string_view status_text() const noexcept { return status_text_; }
-  int version_major() const noexcept { return parser_.http_major; }
-  int version_minor() const noexcept { return parser_.http_minor; }
+  // The version of a complete head (of a refused one, it means nothing).
+  int version_major() const noexcept { return plain_head_ ? 1 : parser_.http_major; }
+  int version_minor() const noexcept { return plain_head_ ? plain_minor_ : parser_.http_minor; }
   std::span<const HeaderField> headers() const noexcept { return fields_; }
   // The first value of header `name`, or empty.
   std::string_view header(std::string_view name) const noexcept;
@@ -245,6 +255,9 @@ class MessageParser {
   bool header_bytes_exceeded(const char* at, std::size_t n) noexcept;
   void grow(std::size_t min_free);
   void build_views();
+  bool read_plain_head() noexcept;
+  // The request's method, as llhttp numbers them.
+  unsigned method_id() const noexcept { return plain_head_ ? plain_method_ : parser_.method; }
   std::uint32_t offset_of(const char* at) const noexcept {
     return static_cast<std::uint32_t>(at - buffer_.get());
   }
@@ -261,6 +274,16 @@ class MessageParser {
   // Head, as offsets while parsing, as views once complete.
   bool in_head_ = true;
   bool head_started_ = false;
+  bool plain_heads_ = true;
+  // The current head is llhttp's to read: it was given bytes of it, or the previous
+  // message closed the connection (llhttp refuses whatever follows).
+  bool llhttp_only_ = false;
+  // read_plain_head() read the current head: its method and version are these, not
+  // llhttp's. (llhttp's own are left alone: it still owes the end of the last message it
+  // read, which it judges by them when it is next given input.)
+  bool plain_head_ = false;
+  std::uint8_t plain_method_ = 0;
+  std::uint8_t plain_minor_ = 0;
   // llhttp refused the request line (its method or version); the status is chosen
   // once the whole line is in (classify_request_line).
   bool request_line_refused_ = false;
