@@ -63,4 +63,14 @@ class ParserFeed {
   std::size_t next_step_ = 0;
 };
 
+// A parse step's status, for a property's report.
+inline const char* status_name(http::detail::ParseStatus s) {
+  switch (s) {
+    case http::detail::ParseStatus::complete: return "complete";
+    case http::detail::ParseStatus::error: return "error";
+    case http::detail::ParseStatus::need_more: return "need_more";
+  }
+  return "?";
+}
+
 }  // namespace goro::fuzz

@@ -167,15 +167,6 @@ class Rfc9112Chunked {
   std::string body_;
 };
 
-const char* name(ParseStatus s) {
-  switch (s) {
-    case ParseStatus::complete: return "complete";
-    case ParseStatus::error: return "error";
-    case ParseStatus::need_more: return "need_more";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string http_chunked(std::string_view input) {
@@ -185,8 +176,8 @@ std::string http_chunked(std::string_view input) {
   Decoded split = decode(input, read_steps(settings), (settings >> 4) + 1u);
   Decoded whole = decode(input, read_steps(0), 16);
   if (split.status != whole.status || split.error_status != whole.error_status)
-    return std::string("in pieces: ") + name(split.status) +
-           ", in one piece: " + name(whole.status);
+    return std::string("in pieces: ") + status_name(split.status) +
+           ", in one piece: " + status_name(whole.status);
   // After an error, how much was decoded before it depends on the pieces.
   if (whole.status != ParseStatus::error &&
       (split.body != whole.body || split.consumed != whole.consumed))

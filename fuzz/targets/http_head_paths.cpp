@@ -23,18 +23,9 @@ using http::detail::MessageParser;
 using http::detail::ParseStatus;
 using http::detail::ParserLimits;
 
-const char* name_of(ParseStatus s) {
-  switch (s) {
-    case ParseStatus::need_more: return "need_more";
-    case ParseStatus::complete: return "complete";
-    case ParseStatus::error: return "error";
-  }
-  return "?";
-}
-
 // What a caller sees of the head just parsed (or refused), as one string.
 std::string describe(MessageParser& p, ParseStatus st) {
-  std::string d = name_of(st);
+  std::string d = status_name(st);
   if (st == ParseStatus::error) {
     d += " " + std::to_string(p.error().status) + " " + p.error().message;
     if (!p.expose_partial_head()) return d + " | no partial head";
@@ -72,7 +63,7 @@ std::string run(std::string_view input, std::uint8_t settings, bool plain_heads)
     if (st != ParseStatus::complete) break;
     std::string body;
     st = feed.body(body);
-    out += std::string("body ") + name_of(st) + " " + std::to_string(body.size()) + " [" + body + "]";
+    out += std::string("body ") + status_name(st) + " " + std::to_string(body.size()) + " [" + body + "]";
     if (st == ParseStatus::error) out += " " + std::to_string(p.error().status);
     out += "\n";
     if (st != ParseStatus::complete || !p.keep_alive() || p.upgrade()) break;

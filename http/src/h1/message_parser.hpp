@@ -121,6 +121,9 @@ struct ParseError {
 
 enum class ParseStatus { need_more, complete, error };
 
+// s without the spaces and tabs (RFC 9110's OWS) at either end.
+std::string_view trim_ows(std::string_view s);
+
 class MessageParser {
  public:
   enum class Mode { request, response };
