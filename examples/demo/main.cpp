@@ -111,8 +111,9 @@ http::Handler with_grpc(goro::grpc::Server& grpc, http::Handler http) {
   auto watching = std::make_shared<std::atomic<bool>>(false);
   return [&grpc, watching, grpc_handler = grpc.handler(), http = std::move(http)](
              http::Request& req, http::ResponseWriter& w) {
-    std::string_view type = req.header("content-type");
-    if (req.version_major() != 2 || !type.starts_with("application/grpc")) return http(req, w);
+    // The version first: an HTTP/1 request is never gRPC, and costs no header lookup.
+    if (req.version_major() != 2 || !req.header("content-type").starts_with("application/grpc"))
+      return http(req, w);
     if (!watching->exchange(true, std::memory_order_relaxed)) {
       goro::go([&grpc, stopping = http::drain_context(req)] {
         (void)stopping.done().recv();  // closed when the drain begins

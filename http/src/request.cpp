@@ -1,5 +1,9 @@
 #include <goro/http/request.hpp>
 
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
 #include <goro/http/errors.hpp>
 
 #include "access.hpp"
@@ -16,15 +20,53 @@ int hex_value(char c) {
   return -1;
 }
 
-// Splits a request-target into its path and query. Origin form "/p?q", absolute form
-// "http://host/p?q" (the path starts at the first '/' after the authority), "*", or
-// the authority form of CONNECT (no path).
-void split_target(std::string_view target, std::string_view& path, std::string_view& query) {
-  std::size_t hash = target.find('#');
-  if (hash != std::string_view::npos) target = target.substr(0, hash);
-  std::size_t q = target.find('?');
-  query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
-  path = target.substr(0, q);
+// Where the first '?' or '#' of s is (s.size() if none), noting in escaped whether a
+// '%' comes before it. Eight bytes at a time where words are little-endian: a byte
+// equal to c is a zero byte of w ^ c's, and the lowest flag of the zero-byte test is
+// exact (a false flag sits only above a true one).
+std::size_t find_query_or_fragment(std::string_view s, bool& escaped) noexcept {
+  std::size_t i = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+    constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+    auto equal_bytes = [](std::uint64_t w, unsigned char c) {
+      const std::uint64_t x = w ^ (kOnes * c);
+      return (x - kOnes) & ~x & kHighs;
+    };
+    for (; i + 8 <= s.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      const std::uint64_t stop = equal_bytes(w, '?') | equal_bytes(w, '#');
+      const std::uint64_t percent = equal_bytes(w, '%');
+      if (stop != 0) {
+        const int at = std::countr_zero(stop) / 8;
+        if ((percent & ((std::uint64_t{1} << (8 * at)) - 1)) != 0) escaped = true;
+        return i + static_cast<std::size_t>(at);
+      }
+      if (percent != 0) escaped = true;
+    }
+  }
+  for (; i < s.size(); ++i) {
+    if (s[i] == '?' || s[i] == '#') return i;
+    if (s[i] == '%') escaped = true;
+  }
+  return s.size();
+}
+
+// Splits a request-target into its path and query, and tells whether the path has an
+// escape ('%'). Origin form "/p?q", absolute form "http://host/p?q" (the path starts at
+// the first '/' after the authority), "*", or the authority form of CONNECT (no path).
+void split_target(std::string_view target, std::string_view& path, std::string_view& query,
+                  bool& escaped) {
+  bool has_escape = false;
+  const std::size_t end = find_query_or_fragment(target, has_escape);
+  escaped = has_escape;
+  path = target.substr(0, end);
+  query = {};
+  if (end < target.size() && target[end] == '?') {
+    std::string_view rest = target.substr(end + 1);
+    query = rest.substr(0, rest.find('#'));
+  }
   if (!path.empty() && path.front() != '/' && path != "*") {
     std::size_t scheme = path.find("://");
     if (scheme == std::string_view::npos) {
@@ -33,15 +75,17 @@ void split_target(std::string_view target, std::string_view& path, std::string_v
       std::size_t slash = path.find('/', scheme + 3);
       path = slash == std::string_view::npos ? std::string_view("/") : path.substr(slash);
     }
+    escaped = path.find('%') != std::string_view::npos;
   }
 }
 
 bool prepare_paths(std::string& decoded, std::string_view& path_out, std::string_view& raw_path_out,
                    std::string_view& query_out, std::string_view target) {
   std::string_view path;
-  split_target(target, path, query_out);
+  bool escaped = false;
+  split_target(target, path, query_out, escaped);
   raw_path_out = path;
-  if (path.find('%') == std::string_view::npos) {
+  if (!escaped) {
     path_out = path;
     return true;
   }

@@ -17,7 +17,8 @@ each balancer and each kind of load:
 Options: --drain DURATION (the replicas' GORO_DRAIN_DELAY, default 1s: the balancers
 notice within 0.4 s; 0 shows what the drain buys and only reports), --no-retries
 (balancers that send no failed request elsewhere; reports only), --lb nginx,haproxy,
---loads h1,h2,ws, --restarts N (default 3). Prints one line of counts per run, and
+--loads h1,h2,ws, --restarts N (default 3, or GORO_DEPLOY_RESTARTS: CI's ASan stage
+runs 1, as each restart takes every path the three do). Prints one line of counts per run, and
 what the balancers saw (HAProxy's retries and connection errors per server, nginx's
 upstream errors). Skips (exit 77) when nginx, haproxy, wrk or h2load is missing."""
 import argparse
@@ -40,7 +41,8 @@ parser.add_argument("demo")
 parser.add_argument("--drain", default="1s")
 parser.add_argument("--lb", default="nginx,haproxy")
 parser.add_argument("--loads", default="h1,h2,ws")
-parser.add_argument("--restarts", type=int, default=3)
+parser.add_argument("--restarts", type=int,
+                    default=int(os.environ.get("GORO_DEPLOY_RESTARTS", "3")))
 parser.add_argument("--no-retries", action="store_true",
                     help="balancers that never send a failed request elsewhere: what the "
                          "drain alone buys (reports only)")

@@ -69,6 +69,41 @@ TEST(HttptestRecord, EveryValueOfARepeatedField) {
   });
 }
 
+// The split of a target into path and query (and the decoding of a path with an
+// escape) is found eight bytes at a time: '?' and a "%41" at every offset of targets
+// of 1 to 25 bytes, against the plain reading of the target.
+TEST(HttptestRequest, PathAndQueryAtEveryOffsetOfTheTarget) {
+  on_runtime(1, [] {
+    Handler handler = [](Request& req, ResponseWriter& w) {
+      w.text(std::string(req.path()) + "|" + std::string(req.raw_path()) + "|" +
+             std::string(req.raw_query()));
+    };
+    int checked = 0;
+    for (std::size_t size = 0; size <= 20; ++size) {
+      for (std::size_t q = 0; q <= size + 1; ++q) {      // size + 1: no '?'
+        for (std::size_t pct = 0; pct <= size + 1; ++pct) {  // size + 1: no escape
+          // size pieces "b", then "%41" inserted before piece pct, and "?" before piece q
+          // of those.
+          std::vector<std::string> pieces(size, "b");
+          if (pct <= size) pieces.insert(pieces.begin() + static_cast<std::ptrdiff_t>(pct), "%41");
+          if (q <= size) pieces.insert(pieces.begin() + static_cast<std::ptrdiff_t>(q), "?");
+          std::string target = "/";
+          for (const std::string& piece : pieces) target += piece;
+          const std::size_t split = target.find('?');
+          const std::string raw_path = target.substr(0, split);
+          const std::string query = split == std::string::npos ? "" : target.substr(split + 1);
+          std::string path = raw_path;
+          if (std::size_t at = path.find("%41"); at != std::string::npos) path.replace(at, 3, "A");
+          ht::Recorded r = ht::record(handler, ht::new_request("GET", target));
+          ASSERT_EQ(r.body, path + "|" + raw_path + "|" + query) << target;
+          ++checked;
+        }
+      }
+    }
+    EXPECT_EQ(checked, 3794);  // the sum of (size + 2)^2 over the sizes
+  });
+}
+
 TEST(HttptestRecord, ReturnsTheStatusHeadersAndBodyTheHandlerWrote) {
   on_runtime(1, [] {
     Handler handler = [](Request&, ResponseWriter& w) {

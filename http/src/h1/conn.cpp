@@ -153,7 +153,6 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   MessageParser parser_;
   Request request_;
   Response response_;
-  std::string head_;     // a response head, reused
   std::string scratch_;  // the server's own replies
   std::string out_;      // responses batched for one write (pipelining)
   OwnReply reply_;
@@ -527,40 +526,6 @@ std::error_code Exchange::send_head(int status, const Headers& fields, std::int6
                                     std::string_view body, bool end) {
   (void)end;
   const bool head_request = parser_.is_head_method();
-  // The head is written through a cursor into head_, sized once for the most it can
-  // take: the handler's fields as they are, and the longest of each managed field.
-  head_.clear();
-  append_status_line(head_, status);
-  const std::size_t line_size = head_.size();
-  std::size_t most = line_size + kManagedFieldBytes;
-  for (const HeaderField& f : fields) most += f.name.size() + f.value.size() + 4;
-  head_.resize(most);
-  char* at = head_.data() + line_size;
-  auto put = [&at](std::string_view piece) {
-    std::memcpy(at, piece.data(), piece.size());
-    at += piece.size();
-  };
-  // One pass over the handler's fields: the others are copied, the first value of each
-  // managed one noted.
-  std::string_view connection;
-  bool has_connection = false, has_date = false, has_server = false;
-  for (HeaderField f : fields) {
-    switch (field_of(f.name)) {
-      case Field::content_length:
-      case Field::transfer_encoding: continue;
-      case Field::connection:
-        if (!has_connection) connection = f.value;
-        has_connection = true;
-        continue;
-      case Field::date: has_date = true; break;
-      case Field::server: has_server = true; break;
-      case Field::other: break;
-    }
-    put(f.name);
-    put(": ");
-    put(f.value);
-    put("\r\n");
-  }
   if (body_forbidden(status)) {
     framing_ = Framing::none;
   } else if (length >= 0) {
@@ -571,8 +536,40 @@ std::error_code Exchange::send_head(int status, const Headers& fields, std::int6
     framing_ = Framing::close;
     keep_alive_ = false;
   }
-  if (has_token(connection, "close") || !reusable()) keep_alive_ = false;
+  // Settled before any of the head is in out_: reusable() may drain the request's body,
+  // and a read flushes out_ first.
+  if (has_token(fields.get("connection"), "close") || !reusable()) keep_alive_ = false;
 
+  // The head is written through a cursor at the end of out_, after the responses
+  // batched before it (write_out sends them and it in one call, or batches the body
+  // after it), sized once for the most it can take: the handler's fields as they are,
+  // and the longest of each managed field.
+  append_status_line(out_, status);
+  const std::size_t line_end = out_.size();
+  std::size_t most = line_end + kManagedFieldBytes;
+  for (const HeaderField& f : fields) most += f.name.size() + f.value.size() + 4;
+  out_.resize(most);
+  char* at = out_.data() + line_end;
+  auto put = [&at](std::string_view piece) {
+    std::memcpy(at, piece.data(), piece.size());
+    at += piece.size();
+  };
+  // One pass over the handler's fields: the others are copied, the managed ones noted.
+  bool has_date = false, has_server = false;
+  for (HeaderField f : fields) {
+    switch (field_of(f.name)) {
+      case Field::content_length:
+      case Field::transfer_encoding:
+      case Field::connection: continue;
+      case Field::date: has_date = true; break;
+      case Field::server: has_server = true; break;
+      case Field::other: break;
+    }
+    put(f.name);
+    put(": ");
+    put(f.value);
+    put("\r\n");
+  }
   if (!has_date) {
     put("Date: ");
     http_date_now(at);
@@ -593,11 +590,10 @@ std::error_code Exchange::send_head(int status, const Headers& fields, std::int6
     put("Connection: keep-alive\r\n");
   }
   put("\r\n");
-  head_.resize(static_cast<std::size_t>(at - head_.data()));
+  out_.resize(static_cast<std::size_t>(at - out_.data()));
 
-  iovec iov[4];
+  iovec iov[3];
   int count = 0;
-  iov[count++] = {head_.data(), head_.size()};
   char chunk_head[24];
   const bool send_body = !body.empty() && !head_request && framing_ != Framing::none;
   if (send_body && framing_ == Framing::chunked) {
@@ -714,7 +710,7 @@ std::error_code Exchange::write_out(const iovec* iov, int count) {
     return {};
   }
   Result<std::size_t> n{std::size_t{0}};
-  constexpr int kMaxPieces = 8;  // send_head passes at most 4
+  constexpr int kMaxPieces = 8;  // send_head passes at most 3
   if (!out_.empty() && count < kMaxPieces) {
     // The batch first, then these bytes, in one call.
     iovec all[kMaxPieces];

@@ -358,11 +358,13 @@ int MessageParser::check_request_head() noexcept {
   const char* b = buffer_.get();
   // llhttp takes a bare LF after the request line, though nowhere else in a head. RFC
   // 9112 2.2 lets a server refuse it; refused everywhere, no line is left that another
-  // parser on the path (a proxy) could end elsewhere.
-  std::string_view version_and_rest(b + url_end_, end_ - url_end_);
-  std::size_t lf = version_and_rest.find('\n');
-  if (lf == std::string_view::npos || lf == 0 || version_and_rest[lf - 1] != '\r')
-    return fail(400, "request line not ended by CRLF");
+  // parser on the path (a proxy) could end elsewhere. (The plain reader took CRLF only.)
+  if (!plain_head_) {
+    std::string_view version_and_rest(b + url_end_, end_ - url_end_);
+    std::size_t lf = version_and_rest.find('\n');
+    if (lf == std::string_view::npos || lf == 0 || version_and_rest[lf - 1] != '\r')
+      return fail(400, "request line not ended by CRLF");
+  }
   int hosts = 0;
   bool has_transfer_encoding = false;
   int codings = 0;

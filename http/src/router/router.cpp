@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include <goro/http/error_reply.hpp>
@@ -262,11 +264,65 @@ std::optional<std::string> exact_path(const Route& r) {
   return path;
 }
 
-struct TextHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
+// The literal routes by their one path: open addressing over a power-of-two table, each
+// entry with its path's hash, so a lookup hashes the request's path once and compares
+// hashes before paths (std::unordered_map, not keeping the hashes of a hash it deems
+// fast, hashes the keys of a bucket again to find where the bucket ends).
+class ExactPaths {
+ public:
+  void clear() {
+    entries_.clear();
+    slots_.clear();
   }
+
+  void add(std::string path, std::size_t route) {
+    const std::size_t h = std::hash<std::string_view>{}(path);
+    if (std::size_t same = find_entry(path, h); same != kNone) {
+      entries_[same].routes.push_back(route);
+      return;
+    }
+    entries_.push_back(Entry{h, std::move(path), {route}});
+    // At most half full: a probe ends at an empty slot soon.
+    if (2 * entries_.size() > slots_.size()) {
+      slots_.assign(std::max<std::size_t>(8, 2 * slots_.size()), 0);
+      for (std::size_t i = 0; i + 1 < entries_.size(); ++i) place(i);
+    }
+    place(entries_.size() - 1);
+  }
+
+  // The routes whose path is path, in the order of the routes, or nullptr.
+  const std::vector<std::size_t>* find(std::string_view path) const noexcept {
+    const std::size_t i = find_entry(path, std::hash<std::string_view>{}(path));
+    return i == kNone ? nullptr : &entries_[i].routes;
+  }
+
+ private:
+  static constexpr std::size_t kNone = ~std::size_t{0};
+
+  std::size_t find_entry(std::string_view path, std::size_t h) const noexcept {
+    if (slots_.empty()) return kNone;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t at = h & mask; slots_[at] != 0; at = (at + 1) & mask) {
+      const Entry& e = entries_[slots_[at] - 1];
+      if (e.hash == h && e.path == path) return slots_[at] - 1;
+    }
+    return kNone;
+  }
+
+  void place(std::size_t entry) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t at = entries_[entry].hash & mask;
+    while (slots_[at] != 0) at = (at + 1) & mask;
+    slots_[at] = static_cast<std::uint32_t>(entry + 1);
+  }
+
+  struct Entry {
+    std::size_t hash;
+    std::string path;
+    std::vector<std::size_t> routes;
+  };
+  std::vector<Entry> entries_;
+  std::vector<std::uint32_t> slots_;  // 1 + an index into entries_; 0 is empty
 };
 
 void default_not_found(Request& req, ResponseWriter& w) {
@@ -298,7 +354,7 @@ void default_method_not_allowed(Request& req, ResponseWriter& w) {
 // route; requests that none fits take the walk.
 struct Router::Impl {
   std::vector<Route> routes;
-  std::unordered_map<std::string, std::vector<std::size_t>, TextHash, std::equal_to<>> exact;
+  ExactPaths exact;
   std::size_t max_wildcards = 0;
   Handler not_found = default_not_found;
   Handler method_not_allowed = default_method_not_allowed;
@@ -306,7 +362,7 @@ struct Router::Impl {
   void index() {
     exact.clear();
     for (std::size_t i = 0; i < routes.size(); ++i) {
-      if (auto path = exact_path(routes[i])) exact[*path].push_back(i);
+      if (auto path = exact_path(routes[i])) exact.add(std::move(*path), i);
     }
   }
 
@@ -351,8 +407,8 @@ void Router::operator()(Request& req, ResponseWriter& w) const {
   const bool escaped = has_escape(raw_path);
   // An escaped path may spell a literal differently ("%61" for "a"): it takes the walk.
   if (!escaped) {
-    if (auto it = impl_->exact.find(raw_path); it != impl_->exact.end()) {
-      for (std::size_t i : it->second) {
+    if (const std::vector<std::size_t>* exact = impl_->exact.find(raw_path)) {
+      for (std::size_t i : *exact) {
         const Route& r = impl_->routes[i];
         if (method_matches(r, req.method())) return impl_->dispatch(r, req, w, nullptr);
       }
