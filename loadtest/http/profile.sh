@@ -7,6 +7,7 @@
 #
 #   loadtest/http/profile.sh            # goro-demo
 #   loadtest/http/profile.sh epoll      # the bare epoll loop, the ceiling
+#   loadtest/http/profile.sh asio       # the Asio+llhttp peer, one thread
 #   SECONDS_OF_LOAD=4 TOP=25 loadtest/http/profile.sh goro
 #   PIPELINE=0 loadtest/http/profile.sh goro   # one request per round trip, 64 connections
 #   GORO_DEMO=/tmp/old/goro-demo loadtest/http/profile.sh   # another goro-demo, to compare
@@ -46,7 +47,8 @@ case "$peer" in
     if [ -n "${DEMO_ARGS:-}" ]; then server+=(${DEMO_ARGS}); fi
     ;;
   epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port") ;;
-  *) echo "profile.sh: peer is goro or epoll, not '$peer'" >&2; exit 2 ;;
+  asio) server=("$build/loadtest/http/loadtest_peer_asio" --addr "127.0.0.1:$port" --threads 1) ;;
+  *) echo "profile.sh: peer is goro, epoll or asio, not '$peer'" >&2; exit 2 ;;
 esac
 [ -x "${server[0]}" ] || { echo "profile.sh: ${server[0]} is not built (BUILD_DIR=$build)" >&2; exit 2; }
 

@@ -104,12 +104,6 @@ MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); 
 
 }  // namespace
 
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 const llhttp_settings_t MessageParser::settings_ = [] {
   llhttp_settings_t s;
   llhttp_settings_init(&s);
@@ -153,6 +147,9 @@ std::span<char> MessageParser::read_space() {
     // Every body byte received so far was taken: reuse the body window from its start.
     body_read_ = body_write_ = parse_pos_ = end_ = body_start_;
   }
+  // A head that starts after earlier messages moves to the start before a read would
+  // have less than half the buffer.
+  if (in_head_ && msg_start_ != 0 && capacity_ - end_ < capacity_ / 2) compact_head();
   if (end_ == capacity_) {
     if (in_head_) {
       grow(capacity_);
@@ -164,6 +161,24 @@ std::span<char> MessageParser::read_space() {
     }
   }
   return {buffer_.get() + end_, capacity_ - end_};
+}
+
+// Moves the head being read, and whatever follows it, to the buffer's start. Only
+// offsets refer to it yet (its views are made once it is whole, after the last move),
+// and llhttp keeps no pointer into the buffer between calls.
+void MessageParser::compact_head() noexcept {
+  const std::size_t by = msg_start_;
+  std::memmove(buffer_.get(), buffer_.get() + by, end_ - by);
+  end_ -= by;
+  parse_pos_ -= by;
+  msg_start_ = 0;
+  url_offset_ -= by;
+  url_end_ -= by;
+  if (status_size_ != 0) status_offset_ -= by;
+  for (FieldOffsets& f : offsets_) {
+    f.name_offset -= static_cast<std::uint32_t>(by);
+    if (f.value_started) f.value_offset -= static_cast<std::uint32_t>(by);
+  }
 }
 
 void MessageParser::grow(std::size_t min_free) {
@@ -224,7 +239,7 @@ void MessageParser::refuse_request_line(bool bad_version) noexcept {
 // looks like. Returns the refusal once the line is complete or too long to be one, else
 // status 0: wait for the rest.
 ParseError MessageParser::classify_request_line() const noexcept {
-  std::string_view line(buffer_.get(), end_);
+  std::string_view line(buffer_.get() + msg_start_, end_ - msg_start_);
   while (line.starts_with("\r\n") || line.starts_with("\n"))
     line.remove_prefix(line.front() == '\r' ? 2 : 1);
   std::size_t lf = line.find('\n');
@@ -543,7 +558,7 @@ ParseStatus MessageParser::parse_head() {
     parse_pos_ = end_;
     // Bytes llhttp skips without a callback still count: nothing grows without bound.
     if (mode_ == Mode::request && !url_complete_ &&
-        parse_pos_ > limits_.max_request_line + kHeadSlack) {
+        parse_pos_ - msg_start_ > limits_.max_request_line + kHeadSlack) {
       fail(414, "request line too long");
       return ParseStatus::error;
     }
@@ -563,7 +578,7 @@ ParseStatus MessageParser::parse_head() {
   // end of it: refused, as everywhere else (see check_request_head). The head is
   // whole in the buffer, and llhttp paused right after its last byte.
   if (mode_ == Mode::request) {
-    const std::string_view head(buffer_.get(), parse_pos_);
+    const std::string_view head(buffer_.get() + msg_start_, parse_pos_ - msg_start_);
     if (!head.ends_with("\r\n")) {
       fail(400, "head not ended by CRLF");
       return ParseStatus::error;
@@ -589,6 +604,9 @@ ParseStatus MessageParser::parse_head() {
       return ParseStatus::error;
     }
   }
+  // A body to come: its window starts where the head ends, at the buffer's start if the
+  // head came after other messages and the window would not fit after it.
+  if (!message_complete_ && msg_start_ != 0 && capacity_ - end_ < kBodyWindow) compact_head();
   body_start_ = body_read_ = body_write_ = parse_pos_;
   if (!message_complete_ && capacity_ - end_ < kBodyWindow) grow(kBodyWindow);
   build_views();
@@ -716,17 +734,21 @@ void MessageParser::next_message() {
     std::memcpy(smaller.get(), buffer_.get() + parse_pos_, left);
     buffer_ = std::move(smaller);
     capacity_ = initial_capacity_;
-  } else if (left != 0 && parse_pos_ != 0) {
-    std::memmove(buffer_.get(), buffer_.get() + parse_pos_, left);
+    end_ = left;
+    parse_pos_ = 0;
+  } else if (left == 0) {
+    end_ = parse_pos_ = 0;
   }
-  end_ = left;
-  parse_pos_ = 0;
+  // Otherwise the next message stays where it is, after this one: it moves to the
+  // buffer's start only if its head needs the room (read_space).
+  msg_start_ = parse_pos_;
   in_head_ = true;
   head_started_ = false;
   request_line_refused_ = request_line_bad_version_ = false;
   plain_head_ = false;
   url_complete_ = false;
-  url_size_ = url_offset_ = url_end_ = 0;
+  url_size_ = 0;
+  url_offset_ = url_end_ = msg_start_;
   status_offset_ = status_size_ = 0;
   offsets_.clear();
   fields_.clear();

@@ -122,7 +122,11 @@ struct ParseError {
 enum class ParseStatus { need_more, complete, error };
 
 // s without the spaces and tabs (RFC 9110's OWS) at either end.
-std::string_view trim_ows(std::string_view s);
+inline std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
 
 class MessageParser {
  public:
@@ -257,6 +261,7 @@ class MessageParser {
   void fail_from_llhttp(llhttp_errno_t err) noexcept;
   bool header_bytes_exceeded(const char* at, std::size_t n) noexcept;
   void grow(std::size_t min_free);
+  void compact_head() noexcept;
   void build_views();
   bool read_plain_head() noexcept;
   // The request's method, as llhttp numbers them.
@@ -273,6 +278,9 @@ class MessageParser {
   std::size_t capacity_;
   std::size_t end_ = 0;
   std::size_t parse_pos_ = 0;
+  // Where the current message starts: after the messages read before it in the same
+  // bytes (pipelining), until its head needs the room (compact_head).
+  std::size_t msg_start_ = 0;
 
   // Head, as offsets while parsing, as views once complete.
   bool in_head_ = true;
