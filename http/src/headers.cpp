@@ -1,6 +1,7 @@
 // Header fields, and the values the server reads and writes in them: tokens and dates.
 #include <goro/http/headers.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -17,10 +18,47 @@ char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(
 
 }  // namespace
 
+namespace {
+
+// Whether words x and y, read from two strings, hold the same bytes but for the case of
+// ASCII letters: they may differ only in bit 0x20 of a byte, and only where that byte
+// is a letter. Per byte, with its top bit as the flag: (l & 0x7f) + 0x1f reaches 0x80
+// from 'a' on and + 0x05 from past 'z', and no sum carries into the next byte.
+template <class Word>
+bool same_ignoring_case(Word x, Word y) noexcept {
+  constexpr Word kBytes = static_cast<Word>(~Word{0}) / 0xff;  // 0x0101...
+  const Word diff = x ^ y;
+  if ((diff & ~(kBytes * 0x20)) != 0) return false;
+  const Word l = (x | (kBytes * 0x20)) & (kBytes * 0x7f);
+  const Word letter =
+      (l + kBytes * 0x1f) & ~(l + kBytes * 0x05) & ~x & (kBytes * 0x80);
+  return ((diff << 2) & ~letter) == 0;
+}
+
+}  // namespace
+
 bool iequals(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  std::size_t n = a.size();
+  for (; n >= 8; p += 8, q += 8, n -= 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, p, 8);
+    std::memcpy(&y, q, 8);
+    if (x != y && !same_ignoring_case(x, y)) return false;
+  }
+  if (n >= 4) {
+    std::uint32_t x, y;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, q, 4);
+    if (x != y && !same_ignoring_case(x, y)) return false;
+    p += 4;
+    q += 4;
+    n -= 4;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (lower(p[i]) != lower(q[i])) return false;
   }
   return true;
 }

@@ -84,10 +84,8 @@ constexpr std::array<bool, 256> kHostChars = [] {
 }();
 
 bool valid_host(std::string_view host) noexcept {
-  for (unsigned char c : host) {
-    if (!kHostChars[c]) return false;
-  }
-  return true;
+  const char* e = host.data() + host.size();
+  return skip_class(kHostChars, host.data(), e) == e;
 }
 
 // The authority of an absolute-form request-target ("http://h:8080/p" -> "h:8080");

@@ -21,6 +21,7 @@
 
 #include <llhttp.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -120,6 +121,16 @@ struct ParseError {
 };
 
 enum class ParseStatus { need_more, complete, error };
+
+// The first byte from p on (before e) that `in` does not take, a byte class such as the
+// characters of a field name: four bytes a step while all four are in it.
+inline const char* skip_class(const std::array<bool, 256>& in, const char* p,
+                              const char* e) noexcept {
+  auto has = [&in](char c) { return in[static_cast<unsigned char>(c)]; };
+  while (e - p >= 4 && (has(p[0]) & has(p[1]) & has(p[2]) & has(p[3]))) p += 4;
+  while (p != e && has(*p)) ++p;
+  return p;
+}
 
 // s without the spaces and tabs (RFC 9110's OWS) at either end.
 inline std::string_view trim_ows(std::string_view s) noexcept {

@@ -73,7 +73,7 @@ bool MessageParser::read_plain_head() noexcept {
 
   const char* const target = p;
   if (p == e || *p != '/') return false;
-  while (p != e && kPlainTargetChars[static_cast<unsigned char>(*p)]) ++p;
+  p = skip_class(kPlainTargetChars, p, e);
   const auto target_size = static_cast<std::size_t>(p - target);
   if (p == e || *p != ' ' || target_size > limits_.max_request_line) return false;
   ++p;
@@ -92,13 +92,13 @@ bool MessageParser::read_plain_head() noexcept {
       break;
     }
     const char* const name = p;
-    while (p != e && kTokenChars[static_cast<unsigned char>(*p)]) ++p;
+    p = skip_class(kTokenChars, p, e);
     if (p == name || p == e || *p != ':') return fall_back();
     const std::string_view field(name, static_cast<std::size_t>(p - name));
     ++p;
     while (p != e && (*p == ' ' || *p == '\t')) ++p;
     const char* const value = p;
-    while (p != e && kPlainValueChars[static_cast<unsigned char>(*p)]) ++p;
+    p = skip_class(kPlainValueChars, p, e);
     if (e - p < 2 || p[0] != '\r' || p[1] != '\n') return fall_back();
     const std::string_view field_value(value, static_cast<std::size_t>(p - value));
     p += 2;
