@@ -8,7 +8,7 @@
 #   loadtest/http/cpu_split.sh epoll    # the bare epoll loop, one thread
 #
 # Knobs: BUILD_DIR (default build/dev), PORT=18222, SECONDS_OF_LOAD=5 (the window is the
-# middle 3 s). One server at a time on a quiet machine; the rates wrk prints are not
+# middle 3 s), and profile.sh's GORO_DEMO, ROOT and DEMO_ARGS for goro-demo. One server at a time on a quiet machine; the rates wrk prints are not
 # side by side, so compare them only loosely.
 set -euo pipefail
 
@@ -18,26 +18,17 @@ peer="${1:-goro}"
 build="${BUILD_DIR:-$root/build/dev}"
 port="${PORT:-18222}"
 load_s="${SECONDS_OF_LOAD:-5}"
-case "$peer" in
-  goro) server=(env GORO_MAXPROCS=1 "$build/examples/demo/goro-demo" --addr "127.0.0.1:$port") ;;
-  asio) server=("$build/loadtest/http/loadtest_peer_asio" --addr "127.0.0.1:$port" --threads 1) ;;
-  epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port" 1) ;;
-  *) echo "cpu_split.sh: peer is goro, asio or epoll, not '$peer'" >&2; exit 2 ;;
-esac
+# shellcheck source=loadtest/http/one_server.sh
+source "$here/one_server.sh"
+one_server_command cpu_split.sh "$peer" "$build" "$port"
 command -v wrk >/dev/null || { echo "cpu_split.sh: needs wrk" >&2; exit 2; }
 
 out="$(mktemp -d)"
-"${server[@]}" >"$out/server.log" 2>&1 &
+GORO_MAXPROCS=1 "${server[@]}" >"$out/server.log" 2>&1 &
 pid=$!
 # The server is stopped and waited for, so that the port is free for the next run.
 trap 'kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$out"' EXIT
-up=0
-for _ in $(seq 50); do
-  if curl -sf -o /dev/null "http://127.0.0.1:$port/plaintext"; then up=1; break; fi
-  sleep 0.1
-done
-[ "$up" = 1 ] || { echo "cpu_split.sh: the server did not answer on $port:" >&2; cat "$out/server.log" >&2; exit 1; }
-# The server's process: env execs it, so $pid is the server itself.
+wait_for_server cpu_split.sh "$port" "$out/server.log" 50 0.1
 ticks() { awk '{print $14, $15}' "/proc/$pid/stat"; }
 wrk -t1 -c64 -d"${load_s}s" -s "$here/pipeline16.lua" "http://127.0.0.1:$port/plaintext" >"$out/wrk.txt" 2>&1 &
 wrk_pid=$!

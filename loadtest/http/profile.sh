@@ -39,18 +39,9 @@ headers=()
 for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
   command -v "$tool" >/dev/null || { echo "profile.sh: needs $tool" >&2; exit 2; }
 done
-case "$peer" in
-  goro)
-    server=("${GORO_DEMO:-$build/examples/demo/goro-demo}" --addr "127.0.0.1:$port")
-    if [ -n "${ROOT:-}" ]; then server+=(--root "$ROOT"); fi
-    # shellcheck disable=SC2206 # flags split on spaces, as documented
-    if [ -n "${DEMO_ARGS:-}" ]; then server+=(${DEMO_ARGS}); fi
-    ;;
-  epoll) server=("$build/loadtest/http/loadtest_peer_epoll" "127.0.0.1:$port") ;;
-  asio) server=("$build/loadtest/http/loadtest_peer_asio" --addr "127.0.0.1:$port" --threads 1) ;;
-  *) echo "profile.sh: peer is goro, epoll or asio, not '$peer'" >&2; exit 2 ;;
-esac
-[ -x "${server[0]}" ] || { echo "profile.sh: ${server[0]} is not built (BUILD_DIR=$build)" >&2; exit 2; }
+# shellcheck source=loadtest/http/one_server.sh
+source "$here/one_server.sh"
+one_server_command profile.sh "$peer" "$build" "$port"
 
 out="$(mktemp -d)"
 # No preemption signal: callgrind asserts on signals that land while it switches threads.
@@ -58,12 +49,7 @@ GORO_MAXPROCS=1 GORO_ASYNC_PREEMPT=0 valgrind --tool=callgrind --callgrind-out-f
   "${server[@]}" >"$out/server.log" 2>&1 &
 pid=$!
 trap 'kill -9 "$pid" 2>/dev/null || true' EXIT
-up=0
-for _ in $(seq 100); do
-  if curl -sf -o /dev/null "http://127.0.0.1:$port/plaintext"; then up=1; break; fi
-  sleep 0.2
-done
-[ "$up" = 1 ] || { echo "profile.sh: the server did not answer; see $out/server.log" >&2; exit 1; }
+wait_for_server profile.sh "$port" "$out/server.log" 100 0.2  # valgrind starts slowly
 
 callgrind_control -z "$pid" >/dev/null 2>&1
 if [ "$pipeline" = 1 ]; then
