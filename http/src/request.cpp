@@ -58,9 +58,8 @@ std::size_t find_query_or_fragment(std::string_view s, bool& escaped) noexcept {
 // the first '/' after the authority), "*", or the authority form of CONNECT (no path).
 void split_target(std::string_view target, std::string_view& path, std::string_view& query,
                   bool& escaped) {
-  bool has_escape = false;
-  const std::size_t end = find_query_or_fragment(target, has_escape);
-  escaped = has_escape;
+  escaped = false;
+  const std::size_t end = find_query_or_fragment(target, escaped);
   path = target.substr(0, end);
   query = {};
   if (end < target.size() && target[end] == '?') {

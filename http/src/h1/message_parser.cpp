@@ -738,7 +738,7 @@ void MessageParser::next_message() {
     end_ = parse_pos_ = 0;
   }
   // Otherwise the next message stays where it is, after this one: it moves to the
-  // buffer's start only if its head needs the room (read_space).
+  // buffer's start only when a read or its body window needs the room (compact_head).
   msg_start_ = parse_pos_;
   in_head_ = true;
   head_started_ = false;
