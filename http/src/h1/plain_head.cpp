@@ -1,9 +1,11 @@
 // The plain-head reader: a request head that needs nothing of llhttp's, read in one
 // pass (see MessageParser::parse_head).
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string_view>
 
+#include "bytes.hpp"
 #include "message_parser.hpp"
 
 namespace goro::http::detail {
@@ -38,6 +40,15 @@ constexpr std::array<bool, 256> kPlainValueChars = [] {
   return t;
 }();
 
+// Whether the 10 or more bytes at p start with "HTTP/1.".
+bool version_prefix(const char* p) noexcept {
+  if constexpr (std::endian::native == std::endian::little) {
+    return (load64(p) & 0x00ffffffffffffffu) == load_tail("HTTP/1.", 7);
+  } else {
+    return std::memcmp(p, "HTTP/1.", 7) == 0;
+  }
+}
+
 }  // namespace
 
 // Reads a request head that is whole in the buffer and plain (see parse_head), leaving
@@ -62,10 +73,16 @@ bool MessageParser::read_plain_head() noexcept {
       {"OPTIONS ", HTTP_OPTIONS}};
   const std::string_view input(p, static_cast<std::size_t>(e - p));
   const Method* method = nullptr;
-  for (const Method& m : kMethods) {
-    if (input.starts_with(m.word)) {
-      method = &m;
-      break;
+  // Most requests are GETs: one word compare (a request line is longer than 8 bytes).
+  if (std::endian::native == std::endian::little && e - p >= 8 &&
+      (load64(p) & 0xffffffffu) == load_tail("GET ", 4)) {
+    method = &kMethods[0];
+  } else {
+    for (const Method& m : kMethods) {
+      if (input.starts_with(m.word)) {
+        method = &m;
+        break;
+      }
     }
   }
   if (method == nullptr) return false;
@@ -77,7 +94,7 @@ bool MessageParser::read_plain_head() noexcept {
   const auto target_size = static_cast<std::size_t>(p - target);
   if (p == e || *p != ' ' || target_size > limits_.max_request_line) return false;
   ++p;
-  if (e - p < 10 || std::memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
+  if (e - p < 10 || !version_prefix(p) || (p[7] != '0' && p[7] != '1') ||
       p[8] != '\r' || p[9] != '\n')
     return false;
   const int minor = p[7] - '0';

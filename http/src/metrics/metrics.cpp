@@ -160,11 +160,18 @@ Histogram::Histogram(std::span<const double> bounds)
       buckets_(std::make_unique<std::atomic<std::uint64_t>[]>(bounds.size() + 1)) {}
 
 void Histogram::observe(double v) noexcept {
-  // NaN compares false with every bound, so it falls through to +Inf, as in Go.
-  const std::size_t i =
-      std::isnan(v) ? bounds_.size()
-                    : static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
-                                               bounds_.begin());
+  // NaN compares false with every bound, so it falls through to +Inf, as in Go. Most
+  // observations land in the first few buckets: a walk from the first finds them in a
+  // compare or two, where a binary search takes four for the default eleven.
+  std::size_t i = 0;
+  const std::size_t n = bounds_.size();
+  if (n <= 16) {
+    while (i < n && !(v <= bounds_[i])) ++i;
+  } else if (std::isnan(v)) {
+    i = n;
+  } else {
+    i = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  }
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(v, std::memory_order_relaxed);
 }

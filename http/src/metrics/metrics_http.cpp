@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -15,6 +14,7 @@
 #include <goro/http/status.hpp>
 
 #include "access.hpp"
+#include "bytes.hpp"
 
 namespace goro::http::metrics {
 
@@ -27,7 +27,7 @@ constexpr std::size_t method_slots = standard_methods.size() + 1;
 
 std::size_t method_index(std::string_view method) {
   for (std::size_t i = 0; i < standard_methods.size(); ++i) {
-    if (method == standard_methods[i]) return i;
+    if (http::detail::same_bytes(method, standard_methods[i])) return i;
   }
   return other_method;
 }
@@ -76,7 +76,9 @@ class RequestCounters {
         }
         // Another thread filled the slot first: e is its entry.
       }
-      if (e->method == method && e->code == code && e->route == route) return *e->counter;
+      if (e->method == method && e->code == code && http::detail::same_bytes(e->route, route)) {
+        return *e->counter;
+      }
     }
     Labels l;
     return family_.with_labels(labels(route, method, code, l));
@@ -96,23 +98,9 @@ class RequestCounters {
   static constexpr std::size_t kSlots = 1024;
   static constexpr std::size_t kProbes = 16;
 
-  // Eight bytes of the route at a time (a multiply and a shift each): a route is a
-  // pattern such as "GET /users/{id}", hashed once per request.
+  // A route is a pattern such as "GET /users/{id}", hashed once per request.
   static std::uint64_t hash(std::string_view route, std::size_t method, int code) {
-    constexpr std::uint64_t k = 0x9e3779b97f4a7c15ull;
-    std::uint64_t h = (route.size() << 24) ^ (method << 16) ^ static_cast<std::uint16_t>(code);
-    const char* p = route.data();
-    std::size_t n = route.size();
-    for (; n >= 8; p += 8, n -= 8) {
-      std::uint64_t word;
-      std::memcpy(&word, p, 8);
-      h = (h ^ word) * k;
-      h ^= h >> 32;
-    }
-    std::uint64_t tail = 0;
-    for (std::size_t i = 0; i < n; ++i) tail |= std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-    h = (h ^ tail) * k;
-    return h ^ (h >> 29);
+    return http::detail::hash_bytes(route, (method << 16) ^ static_cast<std::uint16_t>(code));
   }
 
   // The label values; the code's digits live in out.

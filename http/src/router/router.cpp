@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +14,7 @@
 #include <goro/http/status.hpp>
 
 #include "access.hpp"
+#include "bytes.hpp"
 
 namespace goro::http {
 
@@ -150,21 +150,16 @@ bool more_specific(const Route& a, const Route& b) {
   return !a.method.empty() && b.method.empty();
 }
 
-// Sizes first: most routes are told apart by them, without a call to memcmp.
-bool same_text(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
-}
-
 bool method_matches(const Route& r, std::string_view method) {
-  return r.method.empty() || same_text(r.method, method) ||
-         (same_text(method, "HEAD") && same_text(r.method, "GET"));
+  return r.method.empty() || detail::same_bytes(r.method, method) ||
+         (detail::same_bytes(method, "HEAD") && detail::same_bytes(r.method, "GET"));
 }
 
 // Compares a raw (encoded) path segment with decoded text; escaped: whether the path
 // holds a '%' at all.
 bool segment_equals(std::string_view raw, const std::string& text, bool escaped,
                     std::string& scratch) {
-  if (!escaped || raw.find('%') == std::string_view::npos) return same_text(raw, text);
+  if (!escaped || raw.find('%') == std::string_view::npos) return detail::same_bytes(raw, text);
   return detail::percent_decode(raw, scratch, false) && scratch == text;
 }
 
@@ -276,7 +271,7 @@ class ExactPaths {
   }
 
   void add(std::string path, std::size_t route) {
-    const std::size_t h = std::hash<std::string_view>{}(path);
+    const std::size_t h = detail::hash_bytes(path);
     if (std::size_t same = find_entry(path, h); same != kNone) {
       entries_[same].routes.push_back(route);
       return;
@@ -292,7 +287,7 @@ class ExactPaths {
 
   // The routes whose path is path, in the order of the routes, or nullptr.
   const std::vector<std::size_t>* find(std::string_view path) const noexcept {
-    const std::size_t i = find_entry(path, std::hash<std::string_view>{}(path));
+    const std::size_t i = find_entry(path, detail::hash_bytes(path));
     return i == kNone ? nullptr : &entries_[i].routes;
   }
 
@@ -304,7 +299,7 @@ class ExactPaths {
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t at = h & mask; slots_[at] != 0; at = (at + 1) & mask) {
       const Entry& e = entries_[slots_[at] - 1];
-      if (e.hash == h && e.path == path) return slots_[at] - 1;
+      if (e.hash == h && detail::same_bytes(e.path, path)) return slots_[at] - 1;
     }
     return kNone;
   }
