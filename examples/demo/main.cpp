@@ -283,13 +283,13 @@ http::Router make_router(const std::string& root, std::size_t cache_files, bool 
     options.compression.enabled = true;
     auto ws = http::websocket::accept(req, w, options);
     if (!ws) return;  // not a WebSocket handshake: answered 400/426 already
-    // Read under the shutdown context: a stopping server ends the read at once.
-    const goro::Context stopping = http::shutdown_context(req);
-    http::websocket::Message m;
-    while (!ws->read(m, stopping)) {
-      if (ws->write(m.type, m.data)) return;
-    }
-    if (stopping.cancelled()) (void)ws->close(http::websocket::close_code::going_away);
+    // Served message by message: between messages the WebSocket holds no goroutine, and
+    // a stopping server says going away to it.
+    (void)http::websocket::serve(
+        std::make_shared<http::websocket::WebSocket>(std::move(*ws)),
+        [](http::websocket::WebSocket& ws, http::websocket::Message& m) {
+          (void)ws.write(m.type, m.data);
+        });
   });
   if (!root.empty())
     r.handle("GET /static/{path...}", http::file_server(root, {.cache_files = cache_files}));

@@ -7,13 +7,15 @@
 //                               case, exits 1 on the first that fails
 //
 // Routes of `serve`:
-//   /echo        echoes every message; permessage-deflate on, subprotocols chat, superchat
-//   /echo-plain  echoes, without compression
+//   /echo        echoes every message; permessage-deflate on, subprotocols chat, superchat;
+//                served by websocket::serve() (no goroutine between messages)
+//   /echo-plain  echoes, without compression, from a read loop in the handler
 //   /small       echoes messages of at most 1024 bytes (larger: close 1009)
 //   /fragments   sends "fragmented" in three frames and a binary message in two, then echoes
 //   /close?code=N&reason=R   closes at once with that code and reason
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include <goro/http/router.hpp>
@@ -34,10 +36,13 @@ void echo(ws::WebSocket& socket) {
   }
 }
 
-http::Handler echo_route(ws::AcceptOptions options) {
-  return [options](http::Request& req, http::ResponseWriter& w) {
+http::Handler echo_route(ws::AcceptOptions options, bool served = false) {
+  return [options, served](http::Request& req, http::ResponseWriter& w) {
     auto socket = ws::accept(req, w, options);
-    if (socket) echo(*socket);
+    if (!socket) return;
+    if (!served) return echo(*socket);
+    (void)ws::serve(std::make_shared<ws::WebSocket>(std::move(*socket)),
+                    [](ws::WebSocket& s, ws::Message& m) { (void)s.write(m.type, m.data); });
   };
 }
 
@@ -47,7 +52,7 @@ int serve() {
     ws::AcceptOptions echo_options;
     echo_options.compression.enabled = true;
     echo_options.subprotocols = {"chat", "superchat"};
-    r.handle("GET /echo", echo_route(echo_options));
+    r.handle("GET /echo", echo_route(echo_options, true));
     r.handle("GET /echo-plain", echo_route({}));
     ws::AcceptOptions small;
     small.max_message_size = 1024;

@@ -6,6 +6,7 @@
 // cannot (unmasked frames, bad UTF-8, oversize messages, early bytes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include <goro/http/errors.hpp>
 #include <goro/http/httptest.hpp>
+#include <goro/http/response_controller.hpp>
 #include <goro/http/server.hpp>
 #include <goro/http/websocket.hpp>
 #include <goro/net/dial.hpp>
@@ -1088,6 +1090,342 @@ TEST_P(WebSocketWire, MessagesCutAnywhereArriveWholeAtAnyPace) {
 
 INSTANTIATE_TEST_SUITE_P(Ps, WebSocketWire, ::testing::Values(1, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+// --- serve(): message by message, no goroutine while waiting
+
+// A handler that serves an echo with serve(): each message's data goes back; on_end's
+// reason goes to `ended` (when given); on_open sees the shared WebSocket first.
+Handler served_echo(goro::Chan<std::error_code>* ended = nullptr, AcceptOptions options = {},
+                    std::function<void(const std::shared_ptr<WebSocket>&)> on_open = {}) {
+  return [=](Request& req, ResponseWriter& w) {
+    Result<WebSocket> accepted = accept(req, w, options);
+    if (!accepted) return;
+    auto ws = std::make_shared<WebSocket>(std::move(*accepted));
+    if (on_open) on_open(ws);
+    std::error_code ec = serve(
+        ws, [](WebSocket& s, Message& m) { (void)s.write(m.type, m.data); },
+        [ended](WebSocket&, std::error_code why) {
+          if (ended != nullptr) ended->send(why);
+        });
+    EXPECT_FALSE(ec) << ec.message();
+  };
+}
+
+// Waits (up to 2 s) until at most `limit` goroutines run; returns how many do.
+int settle_goroutines(int limit) {
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  int n = goro::num_goroutine();
+  while (n > limit && std::chrono::steady_clock::now() < until) {
+    goro::sleep(10ms);
+    n = goro::num_goroutine();
+  }
+  return n;
+}
+
+class WebSocketServe : public ::testing::TestWithParam<int> {};
+
+// The point of serve(): idle WebSockets hold no goroutine, and wake for each message.
+// (With a read loop per WebSocket, 40 idle ones hold 40 goroutines.)
+TEST_P(WebSocketServe, IdleWebSocketsHoldNoGoroutineAndWakeForEachMessage) {
+  run(GetParam(), [] {
+    constexpr int kSockets = 40;
+    goro::Chan<std::error_code> ended(kSockets);
+    auto server = httptest::Server::start(served_echo(&ended));
+    ASSERT_TRUE(server);
+    goro::sleep(20ms);
+    const int before = goro::num_goroutine();
+    std::vector<WebSocket> clients;
+    for (int i = 0; i < kSockets; ++i) {
+      auto ws = dial(ws_url(*server, "/ws"));
+      ASSERT_TRUE(ws) << ws.error().message();
+      clients.push_back(std::move(*ws));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < kSockets; ++i)
+        ASSERT_FALSE(clients[i].write_text("r" + std::to_string(round) + "c" + std::to_string(i)));
+      for (int i = 0; i < kSockets; ++i) {
+        auto m = clients[i].read();
+        ASSERT_TRUE(m) << m.error().message();
+        EXPECT_EQ(m->data, "r" + std::to_string(round) + "c" + std::to_string(i));
+      }
+      // After the hold (30 ms) every reading goroutine is gone.
+      const int idle = settle_goroutines(before + 4);
+      EXPECT_LE(idle, before + 4) << "round " << round << ": " << idle - before
+                                  << " goroutines for " << kSockets << " idle WebSockets";
+    }
+    for (int i = 0; i < kSockets; ++i) EXPECT_FALSE(clients[i].close(4000 + i % 10, "bye"));
+    std::vector<int> codes;
+    for (int i = 0; i < kSockets; ++i) codes.push_back(close_code_of(*ended.recv()));
+    std::sort(codes.begin(), codes.end());
+    for (int i = 0; i < kSockets; ++i) EXPECT_EQ(codes[i], 4000 + (i / (kSockets / 10)));
+    EXPECT_FALSE(server->close());
+  });
+}
+
+// Messages come back whole and in order whatever their pace: in bursts (read on without
+// waiting), within the hold, and after it (each then wakes the WebSocket anew), cut into
+// fragments with pings between them, compressed or not.
+TEST_P(WebSocketServe, MessagesArriveInOrderAtEveryPace) {
+  run(GetParam(), [] {
+    for (bool compress : {false, true}) {
+      AcceptOptions accept_options;
+      accept_options.compression.enabled = compress;
+      auto server = httptest::Server::start(served_echo(nullptr, accept_options));
+      ASSERT_TRUE(server);
+      DialOptions options;
+      options.compression.enabled = compress;
+      auto ws = dial(ws_url(*server, "/ws"), options);
+      ASSERT_TRUE(ws);
+      ASSERT_EQ(ws->compression(), compress);
+      const std::chrono::milliseconds pauses[] = {0ms, 0ms, 5ms, 45ms, 0ms, 60ms};
+      for (int i = 0; i < 24; ++i) {
+        const std::string body = std::to_string(i) + std::string(i * 97 % 3000, 'a' + i % 26);
+        if (i % 4 == 3) {
+          MessageWriter mw = ws->writer(MessageType::binary);
+          ASSERT_FALSE(mw.write(body.substr(0, body.size() / 2)));
+          ASSERT_FALSE(ws->ping("between"));
+          goro::sleep(pauses[i % 6]);
+          ASSERT_FALSE(mw.write(body.substr(body.size() / 2)));
+          ASSERT_FALSE(mw.close());
+        } else {
+          ASSERT_FALSE(ws->write_text(body));
+        }
+        if (i % 3 != 0) {
+          auto m = ws->read();
+          ASSERT_TRUE(m) << i << ": " << m.error().message();
+          EXPECT_EQ(m->data, body) << i;
+        } else {
+          // A burst: the next message goes before this one's echo is read.
+          const std::string next = "burst" + std::to_string(i);
+          ASSERT_FALSE(ws->write_text(next));
+          auto m = ws->read();
+          ASSERT_TRUE(m);
+          EXPECT_EQ(m->data, body) << i;
+          m = ws->read();
+          ASSERT_TRUE(m);
+          EXPECT_EQ(m->data, next);
+        }
+        goro::sleep(pauses[(i + 1) % 6]);
+      }
+      EXPECT_FALSE(ws->close());
+      EXPECT_FALSE(server->close());
+    }
+  });
+}
+
+// A shutdown says going away to every served WebSocket, idle or not, and the server
+// closes without waiting for its deadline.
+TEST_P(WebSocketServe, ShutdownSaysGoingAwayToEveryServedWebSocket) {
+  run(GetParam(), [] {
+    constexpr int kSockets = 12;
+    goro::Chan<std::error_code> ended(kSockets);
+    auto server = httptest::Server::start(served_echo(&ended));
+    ASSERT_TRUE(server);
+    std::vector<WebSocket> clients;
+    for (int i = 0; i < kSockets; ++i) {
+      auto ws = dial(ws_url(*server, "/ws"));
+      ASSERT_TRUE(ws);
+      // Half have just been answered (their goroutine holds), half have been idle a while.
+      if (i % 2 == 0) {
+        ASSERT_FALSE(ws->write_text("x"));
+        ASSERT_TRUE(ws->read());
+      }
+      clients.push_back(std::move(*ws));
+    }
+    goro::sleep(60ms);
+    ASSERT_FALSE(clients[1].write_text("late"));
+    ASSERT_TRUE(clients[1].read());
+    goro::WaitGroup readers;
+    std::vector<std::error_code> got(kSockets);
+    for (int i = 0; i < kSockets; ++i) {
+      readers.add(1);
+      goro::go([&, i] {
+        got[i] = clients[i].read().error();
+        readers.done();
+      });
+    }
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(server->close(5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+    readers.wait();
+    for (int i = 0; i < kSockets; ++i) {
+      EXPECT_EQ(close_code_of(got[i]), close_code::going_away) << i << ": " << got[i].message();
+      EXPECT_EQ(clients[i].peer_close_reason(), "server shutting down");
+    }
+    for (int i = 0; i < kSockets; ++i)
+      EXPECT_EQ(close_code_of(*ended.recv()), close_code::going_away);
+  });
+}
+
+// Another goroutine may close a served WebSocket (a room kicking a member): close()
+// sends its frame and returns, the peer's answer ends the session.
+TEST_P(WebSocketServe, CloseFromAnotherGoroutineEndsTheSession) {
+  run(GetParam(), [] {
+    goro::Chan<std::error_code> ended(1);
+    goro::Chan<std::shared_ptr<WebSocket>> opened(1);
+    auto server = httptest::Server::start(
+        served_echo(&ended, {}, [&](const std::shared_ptr<WebSocket>& ws) { opened.send(ws); }));
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    std::shared_ptr<WebSocket> served = *opened.recv();
+    ASSERT_FALSE(ws->write_text("hello"));
+    EXPECT_EQ(ws->read()->data, "hello");
+    goro::sleep(50ms);  // the session waits with no goroutine
+    // Reading is the session's now.
+    EXPECT_EQ(served->read().error(), std::errc::operation_in_progress);
+    EXPECT_EQ(serve(served, {}), std::errc::operation_in_progress);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(served->close(4002, "kicked"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+    // The client's read answers the close.
+    EXPECT_EQ(close_code_of(ws->read().error()), 4002);
+    EXPECT_EQ(ws->peer_close_reason(), "kicked");
+    EXPECT_EQ(close_code_of(*ended.recv()), 4002);
+    EXPECT_TRUE(served->write_text("after"));
+    served.reset();
+    EXPECT_FALSE(server->close());
+  });
+}
+
+// A read deadline set in on_message is an idle limit: a peer that goes quiet past it
+// gets close 1001, and on_end reports the timeout.
+TEST_P(WebSocketServe, AReadDeadlineEndsAQuietPeer) {
+  run(GetParam(), [] {
+    goro::Chan<std::error_code> ended(1);
+    auto server = httptest::Server::start([&](Request& req, ResponseWriter& w) {
+      auto accepted = accept(req, w);
+      if (!accepted) return;
+      auto ws = std::make_shared<WebSocket>(std::move(*accepted));
+      ws->set_read_deadline(net::deadline_after(150ms));
+      (void)serve(
+          ws,
+          [](WebSocket& s, Message& m) {
+            s.set_read_deadline(net::deadline_after(150ms));
+            (void)s.write(m.type, m.data);
+          },
+          [&](WebSocket&, std::error_code why) { ended.send(why); });
+    });
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    // A peer that keeps talking inside the limit stays.
+    for (int i = 0; i < 5; ++i) {
+      goro::sleep(80ms);
+      ASSERT_FALSE(ws->write_text("still here"));
+      ASSERT_TRUE(ws->read()) << i;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(close_code_of(ws->read().error()), close_code::going_away);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, 100ms);
+    EXPECT_LT(waited, 2s);
+    EXPECT_EQ(ws->peer_close_reason(), "read timeout");
+    EXPECT_EQ(*ended.recv(), net::errc::timeout);
+    EXPECT_FALSE(server->close());
+  });
+}
+
+// Over TLS the stream cannot wait without a goroutine: one reads instead, with the same
+// calls, and a shutdown still says going away.
+TEST_P(WebSocketServe, ServesOverTlsWithAGoroutine) {
+  net::testing::TestPki pki;
+  const net::TlsCertificate leaf = pki.leaf("localhost", {"localhost"});
+  run(GetParam(), [&] {
+    goro::Chan<std::error_code> ended(1);
+    httptest::StartOptions start;
+    start.tls = leaf;
+    start.client.ca_file = pki.ca_file();
+    auto server = httptest::Server::start(served_echo(&ended), start);
+    ASSERT_TRUE(server) << server.error().message();
+    DialOptions options;
+    options.ca_file = pki.ca_file();
+    auto ws = dial(ws_url(*server, "/ws"), options);
+    ASSERT_TRUE(ws) << ws.error().message();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_FALSE(ws->write_text("tls " + std::to_string(i)));
+      EXPECT_EQ(ws->read()->data, "tls " + std::to_string(i));
+      goro::sleep(40ms);
+    }
+    goro::Chan<std::error_code> read_result(1);
+    goro::go([&] { read_result.send(ws->read().error()); });
+    EXPECT_FALSE(server->close(5s));
+    EXPECT_EQ(close_code_of(*read_result.recv()), close_code::going_away);
+    EXPECT_EQ(close_code_of(*ended.recv()), close_code::going_away);
+  });
+}
+
+// The wire under serve(): early bytes with the handshake, a ping to a waiting
+// WebSocket, and a protocol error (answered 1002, reported to on_end).
+TEST_P(WebSocketServe, EarlyBytesPingsAndProtocolErrors) {
+  run(GetParam(), [] {
+    goro::Chan<std::error_code> ended(1);
+    auto server = httptest::Server::start(served_echo(&ended));
+    ASSERT_TRUE(server);
+    auto raw = RawClient::connect(server->addr(), frame(opcode::text, "early"));
+    ASSERT_TRUE(raw);
+    auto echo = raw->read_frame();
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(echo->payload, "early");
+    goro::sleep(50ms);
+    ASSERT_TRUE(raw->send(frame(opcode::ping, "idle?")));
+    auto pong = raw->read_frame();
+    ASSERT_TRUE(pong);
+    EXPECT_EQ(pong->header.opcode, opcode::pong);
+    EXPECT_EQ(pong->payload, "idle?");
+    goro::sleep(50ms);
+    ASSERT_TRUE(raw->send(frame(opcode::text, "unmasked", true, false)));
+    auto close = raw->read_frame();
+    ASSERT_TRUE(close);
+    EXPECT_EQ(close->header.opcode, opcode::close);
+    EXPECT_EQ(close->payload.substr(0, 2), close_payload(1002));
+    EXPECT_TRUE(raw->reaches_end());
+    EXPECT_EQ(*ended.recv(), errc::protocol_error);
+    EXPECT_FALSE(server->close());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ps, WebSocketServe, ::testing::Values(1, 2, 4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "Ps"; });
+
+// A handler that keeps TakenConnection::owner may return and go on writing on the
+// connection from another goroutine; one that drops it has the connection closed.
+TEST(TakenConnection, TheOwnerKeepsTheConnectionPastTheHandler) {
+  run(2, [] {
+    auto server = httptest::Server::start([](Request& req, ResponseWriter& w) {
+      auto taken = ResponseController(w).take_over();
+      ASSERT_TRUE(taken);
+      const std::string head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n";
+      ASSERT_TRUE(taken->stream->write(head.data(), head.size()));
+      if (req.path() == "/drop") return;
+      ASSERT_TRUE(taken->owner);
+      goro::go([owner = taken->owner] {
+        goro::sleep(50ms);
+        (void)owner->write("late", 4);
+      });
+    });
+    ASSERT_TRUE(server);
+    for (std::string path : {"/keep", "/drop"}) {
+      auto conn = net::dial("tcp", server->addr().to_string(), 5s);
+      ASSERT_TRUE(conn);
+      conn->set_deadline(net::deadline_after(5s));
+      const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                                  "Upgrade: x\r\n\r\n";
+      ASSERT_TRUE(conn->write(request.data(), request.size()));
+      std::string got;
+      char buf[512];
+      for (;;) {
+        auto n = conn->read(buf, sizeof buf);
+        if (!n || *n == 0) break;
+        got.append(buf, *n);
+      }
+      ASSERT_TRUE(got.starts_with("HTTP/1.1 101")) << got;
+      const bool late = got.ends_with("\r\n\r\nlate");
+      EXPECT_EQ(late, path == "/keep") << path << ": " << got;
+    }
+    EXPECT_FALSE(server->close());
+  });
+}
 
 }  // namespace
 }  // namespace goro::http::websocket

@@ -58,8 +58,21 @@ class ConnRef {
   Connection* c_ = nullptr;
 };
 
-// What serves a connection once its protocol is chosen (h1/conn.cpp, h2/conn.cpp), as
-// the connection sees it: told when a shutdown finds it busy.
+// The deleter of a taken-over connection's TakenConnection::owner: it holds a reference
+// to the connection, which the owner's last copy drops.
+struct TakenOwner {
+  ConnRef conn;
+  void operator()(net::Stream*) const noexcept {}
+};
+// The connection a TakenConnection::owner keeps, or nullptr (an owner made elsewhere).
+inline Connection* taken_connection(const std::shared_ptr<net::Stream>& owner) noexcept {
+  const TakenOwner* d = std::get_deleter<TakenOwner>(owner);
+  return d != nullptr ? d->conn.get() : nullptr;
+}
+
+// What serves a connection once its protocol is chosen (h1/conn.cpp, h2/conn.cpp, a
+// WebSocket that serve() serves), as the connection sees it: told when a shutdown finds
+// it busy.
 class Engine {
  public:
   // HTTP/2 sends GOAWAY; HTTP/1.1 has nothing to do (it reads Server::Impl::closing at
@@ -89,6 +102,12 @@ class Connection final : public goro::Pooled {
   std::string_view remote_addr() const noexcept { return remote_; }
   // The TLS state once the handshake is done; nullptr on plaintext (core/server.cpp).
   const net::TlsConnectionState* tls_state() const noexcept;
+  // A new reference, for what keeps the connection past its serving goroutine (a
+  // taken-over connection's TakenConnection::owner).
+  ConnRef share() noexcept;
+  // Whether the connection may go on without a goroutine serving it: false under
+  // Server::serve_conn, whose caller waits for the connection to end.
+  bool may_park() const noexcept { return may_park_; }
 
   // --- idle state, which shutdown reads (see core/server.cpp) ---
   void set_idle(bool idle) noexcept { idle_.store(idle, std::memory_order_seq_cst); }
@@ -205,6 +224,11 @@ class Connection final : public goro::Pooled {
 
 inline ConnRef::ConnRef(const ConnRef& o) noexcept : c_(o.c_) {
   if (c_ != nullptr) c_->refs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline ConnRef Connection::share() noexcept {
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  return ConnRef::adopt(this);
 }
 
 inline ConnRef::~ConnRef() {

@@ -166,6 +166,7 @@ class Exchange final : public detail::Exchange, public BodyReader, public Respon
   bool request_ctx_made_ = false;
   Framing framing_ = Framing::none;
   net::Conn* plain_ = nullptr;  // stream_ when it is a plain socket, for sendfile; not on TLS
+  std::weak_ptr<net::Stream> taken_owner_;  // the TakenConnection::owner take_over gave out
   std::error_code body_error_;
   // The deadlines last set on the stream (max: not set yet, whatever the stream came
   // with): a request that changes neither (no body or write timeout configured) makes
@@ -311,9 +312,18 @@ void Exchange::serve_request() {
   if (ran == Ran::refused) return;
   if (ran != Ran::served) close_after_ = true;
   if (response_.taken_over()) {
-    // The handler spoke another protocol on the connection (a WebSocket) and is done.
+    // The handler spoke another protocol on the connection (a WebSocket) and is done
+    // with it, unless it kept the owner it was given: then the connection lives on
+    // without this engine, and the owner's last copy closes it.
     keep_going_ = false;
-    stream_.close();
+    if (taken_owner_.expired()) {
+      stream_.close();
+    } else {
+      // The connection goes on without this exchange: its read page goes back to the
+      // kernel, with the handler's stack soon after, as for a connection that parks.
+      parser_.release_buffer();
+      goro::return_freed_memory_soon();
+    }
     return;
   }
   if (body_error_ && net::is_timeout(body_error_) && !response_.headers_sent() &&
@@ -666,6 +676,10 @@ Result<TakenConnection> Exchange::take_over() {
   TakenConnection taken;
   taken.stream = &stream_;
   taken.early.assign(parser_.unparsed());
+  if (conn_.may_park()) {
+    taken.owner = std::shared_ptr<net::Stream>(&stream_, TakenOwner{conn_.share()});
+    taken_owner_ = taken.owner;
+  }
   keep_alive_ = false;
   set_read_deadline(net::no_deadline);
   set_write_deadline(net::no_deadline);

@@ -108,7 +108,7 @@ std::error_code WebSocket::close(std::uint16_t code, std::string_view reason) {
 }
 
 std::error_code WebSocket::set_read_deadline(net::Deadline d) {
-  return conn_ ? conn_->stream().set_read_deadline(d) : no_connection();
+  return conn_ ? conn_->set_read_deadline(d) : no_connection();
 }
 
 std::error_code WebSocket::set_write_deadline(net::Deadline d) {

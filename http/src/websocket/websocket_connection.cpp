@@ -13,9 +13,12 @@ namespace goro::http::websocket::detail {
 namespace {
 
 constexpr std::size_t kReadBufferSize = 4096;
+// The input buffer of a slow WebSocket: room for a whole control frame (139 bytes) and
+// a short message.
+constexpr std::size_t kSmallInput = 512;
 // Input that comes within this of the previous read's is busy: the next read keeps the
-// read buffer (Connection::small_). On the coarse clock (a few ms resolution), read
-// once per read for a few nanoseconds.
+// page-sized buffer. On the coarse clock (a few ms resolution), read once per read for
+// a few nanoseconds.
 constexpr std::int64_t kBusyGapNs = 30'000'000;
 
 std::int64_t coarse_now_ns() noexcept {
@@ -39,6 +42,13 @@ void release_if_large(std::string& s) {
   if (s.capacity() > kKeepBuffer) std::string().swap(s);
 }
 
+// The earlier of two deadlines, where no_deadline is none.
+net::Deadline earlier(net::Deadline a, net::Deadline b) noexcept {
+  if (a == net::no_deadline) return b;
+  if (b == net::no_deadline) return a;
+  return std::min(a, b);
+}
+
 bool is_context_error(std::error_code ec) { return ec.category() == goro::context_category(); }
 
 // A context that ends after d (none when d is zero).
@@ -51,26 +61,28 @@ std::pair<Context, CancelFunc> bounded(std::chrono::nanoseconds d) {
 
 Connection::Connection(Setup setup)
     : server_(setup.server),
+      kept_(std::move(setup.kept)),
       owned_(std::move(setup.owned)),
       stream_(setup.stream),
       subprotocol_(std::move(setup.subprotocol)),
       max_message_size_(setup.max_message_size),
       close_timeout_(setup.close_timeout),
       compression_min_size_(setup.compression_min_size),
+      shutdown_(std::move(setup.shutdown)),
       decoder_({.server = setup.server,
                 .deflate = setup.deflate.has_value(),
                 .max_message_size = setup.max_message_size}) {
-  if (setup.early.size() > sizeof small_) {
-    large_capacity_ = std::max(kReadBufferSize, setup.early.size());
-    large_ = std::make_unique<char[]>(large_capacity_);
+  if (!setup.early.empty()) {
+    resize_input(setup.early.size() > kSmallInput ? std::max(kReadBufferSize, setup.early.size())
+                                                  : kSmallInput);
+    std::memcpy(input(), setup.early.data(), setup.early.size());
+    end_ = setup.early.size();
   }
-  std::memcpy(input(), setup.early.data(), setup.early.size());
-  end_ = setup.early.size();
   if (setup.deflate) {
     const DeflateParams& p = *setup.deflate;
-    deflater_ = std::make_unique<Deflater>(setup.compression_level, p.own_window_bits,
+    deflating_ = std::make_unique<Deflating>(setup.compression_level, p.own_window_bits,
                                            p.own_no_context_takeover);
-    inflater_ = std::make_unique<Inflater>(p.peer_window_bits, p.peer_no_context_takeover);
+    inflating_ = std::make_unique<Inflating>(p.peer_window_bits, p.peer_no_context_takeover);
   }
 }
 
@@ -83,7 +95,7 @@ std::uint16_t Connection::peer_close_code() const {
 
 std::string Connection::peer_close_reason() const {
   std::lock_guard lock(state_mu_);
-  return peer_reason_;
+  return peer_reason_ ? *peer_reason_ : std::string();
 }
 
 void Connection::close_stream() {
@@ -98,9 +110,72 @@ void Connection::close_stream() {
 // --- reading
 
 std::error_code Connection::read(Message& out, const Context& ctx) {
+  if (served_.load(std::memory_order_acquire))
+    return std::make_error_code(std::errc::operation_in_progress);
   if (std::error_code ec = read_mu_.lock(ctx)) return ec;
   std::unique_lock lock(read_mu_, std::adopt_lock);
   return read_locked(out, ctx);
+}
+
+std::error_code Connection::set_read_deadline(net::Deadline d) {
+  std::lock_guard lock(state_mu_);
+  read_deadline_ = d;
+  if (reader_interrupted_) return {};
+  return stream_->set_read_deadline(earlier(d, hold_until_));
+}
+
+void Connection::interrupt_reader() {
+  std::lock_guard lock(state_mu_);
+  reader_interrupted_ = true;
+  (void)stream_->set_read_deadline(std::chrono::steady_clock::now());
+}
+
+std::error_code Connection::serve_read(Message& out, std::chrono::nanoseconds hold, bool* idle) {
+  *idle = false;
+  std::lock_guard lock(read_mu_);
+  // Only a wait for a message's first byte is held: one that has begun is read whole.
+  const bool held = hold.count() > 0 && begin_ == end_ && !decoder_.in_message();
+  net::Deadline user{};
+  if (held) {
+    std::lock_guard state(state_mu_);
+    hold_until_ = net::deadline_after(hold);
+    user = read_deadline_;
+    if (!reader_interrupted_) (void)stream_->set_read_deadline(earlier(user, hold_until_));
+  }
+  std::error_code ec = read_locked(out, {});
+  if (!held) return ec;
+  std::lock_guard state(state_mu_);
+  hold_until_ = net::no_deadline;
+  if (!ec || !net::is_timeout(ec)) return ec;
+  // The hold ran out: the connection may wait without a goroutine, under the user's
+  // deadline again. The user's own deadline (or close()'s, which set it meanwhile)
+  // having passed is a real timeout.
+  if (reader_interrupted_) return ec;
+  user = read_deadline_;
+  (void)stream_->set_read_deadline(user);
+  if (user != net::no_deadline && user <= std::chrono::steady_clock::now()) return ec;
+  *idle = true;
+  return {};
+}
+
+void Connection::resize_input(std::size_t capacity) {
+  if (capacity == input_capacity_) return;
+  auto bigger = std::make_unique<char[]>(capacity);
+  if (end_ > begin_) std::memcpy(bigger.get(), input_.get() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  input_ = std::move(bigger);
+  input_capacity_ = capacity;
+}
+
+void Connection::release_input() noexcept {
+  std::lock_guard lock(read_mu_);
+  if (begin_ != end_) return;
+  begin_ = end_ = 0;
+  input_.reset();
+  input_capacity_ = 0;
+  if (message_.empty()) std::string().swap(message_);
+  if (inflating_ && inflating_->compressed.empty()) std::string().swap(inflating_->compressed);
 }
 
 std::error_code Connection::read_locked(Message& out, const Context& ctx) {
@@ -112,7 +187,7 @@ std::error_code Connection::read_locked(Message& out, const Context& ctx) {
     begin_ += used;
     switch (e.kind) {
       case Kind::payload:
-        (decoder_.message_compressed() ? compressed_ : message_).append(e.payload);
+        (decoder_.message_compressed() ? inflating_->compressed : message_).append(e.payload);
         continue;
       case Kind::message_end: return finish_message(out);
       case Kind::ping:
@@ -127,7 +202,7 @@ std::error_code Connection::read_locked(Message& out, const Context& ctx) {
     }
     const std::uint64_t left = decoder_.payload_left();
     if (begin_ == end_ && left >= kDirectRead) {
-      std::string& dest = decoder_.message_compressed() ? compressed_ : message_;
+      std::string& dest = decoder_.message_compressed() ? inflating_->compressed : message_;
       const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, kDirectReadMax));
       const std::size_t old = dest.size();
       dest.resize(old + want);
@@ -151,13 +226,11 @@ std::error_code Connection::fill(const Context& ctx) {
     begin_ = 0;
   }
   // Nothing left over, the socket drained and the input slow: this read may wait long,
-  // in small_.
+  // in the small buffer.
   if (end_ == 0 && !last_read_full_ && !input_busy_) {
-    large_.reset();
-  } else if (!large_) {
-    large_capacity_ = kReadBufferSize;
-    large_ = std::make_unique<char[]>(large_capacity_);
-    std::memcpy(large_.get(), small_, end_);
+    resize_input(kSmallInput);
+  } else if (input_capacity_ < kReadBufferSize) {
+    resize_input(kReadBufferSize);
   }
   const std::size_t space = input_capacity() - end_;
   Result<std::size_t> n = stream_->read(input() + end_, space, ctx);
@@ -191,9 +264,10 @@ std::error_code Connection::finish_message(Message& out) {
       decoder_.message_opcode() == opcode::text ? MessageType::text : MessageType::binary;
   if (decoder_.message_compressed()) {
     message_.clear();
-    Inflater::Result r = inflater_->decompress(compressed_, max_message_size_, message_);
-    compressed_.clear();
-    release_if_large(compressed_);
+    std::string& compressed = inflating_->compressed;
+    Inflater::Result r = inflating_->inflater.decompress(compressed, max_message_size_, message_);
+    compressed.clear();
+    release_if_large(compressed);
     if (r == Inflater::Result::too_big) return fail(1009, "a message longer than the limit");
     if (r == Inflater::Result::corrupt) return fail(1002, "a message that does not decompress");
     if (type == MessageType::text && !valid_utf8(message_))
@@ -210,7 +284,7 @@ std::error_code Connection::peer_closed(std::uint16_t code, std::string_view rea
   {
     std::lock_guard lock(state_mu_);
     peer_code_ = code;
-    peer_reason_ = std::string(reason);
+    peer_reason_ = reason.empty() ? nullptr : std::make_unique<std::string>(reason);
   }
   // Answer with the same code (RFC 6455 5.5.1), unless this side's close went first.
   auto [ctx, cancel] = bounded(close_timeout_);
@@ -239,6 +313,7 @@ void Connection::linger_close() {
   if (!stream_->shutdown_write()) {
     std::size_t discarded = 0;
     while (discarded < kLingerBytes) {
+      if (input_capacity_ == 0) resize_input(kSmallInput);
       Result<std::size_t> n = stream_->read(input(), input_capacity(), ctx);
       if (!n || *n == 0) break;
       discarded += *n;
@@ -253,7 +328,7 @@ void Connection::linger_close() {
 std::error_code Connection::write(MessageType type, std::string_view data, const Context& ctx) {
   if (std::error_code ec = message_mu_.lock(ctx)) return ec;
   std::unique_lock lock(message_mu_, std::adopt_lock);
-  const bool compress = deflater_ != nullptr && data.size() >= compression_min_size_;
+  const bool compress = deflating_ != nullptr && data.size() >= compression_min_size_;
   return write_piece(type, true, true, compress, data, ctx);
 }
 
@@ -261,8 +336,9 @@ std::error_code Connection::write_piece(MessageType type, bool first, bool fin, 
                                         std::string_view data, const Context& ctx) {
   std::string_view payload = data;
   if (compress) {
-    if (!deflater_->compress(data, fin, deflated_)) return std::make_error_code(std::errc::not_enough_memory);
-    payload = deflated_;
+    if (!deflating_->deflater.compress(data, fin, deflating_->deflated))
+      return std::make_error_code(std::errc::not_enough_memory);
+    payload = deflating_->deflated;
   }
   const std::uint8_t op = !first ? opcode::continuation
                           : type == MessageType::text ? opcode::text
@@ -280,7 +356,7 @@ std::error_code Connection::write_piece(MessageType type, bool first, bool fin, 
       ec = write_frame_locked(fin, compress && first, op, payload, ctx);
     }
   }
-  if (compress) release_if_large(deflated_);
+  if (compress) release_if_large(deflating_->deflated);
   return ec;
 }
 
@@ -343,12 +419,14 @@ std::error_code Connection::write_frame_locked(bool fin, bool rsv1, std::uint8_t
   std::size_t done = 0;
   do {
     const std::size_t piece = std::min(payload.size() - done, kMaskChunk);
-    masked_.assign(payload.data() + done, piece);
-    apply_mask(masked_.data(), piece, key, done);
+    if (!masked_) masked_ = std::make_unique<std::string>();
+    std::string& masked = *masked_;
+    masked.assign(payload.data() + done, piece);
+    apply_mask(masked.data(), piece, key, done);
     iovec iov[2];
     int count = 0;
     if (done == 0) iov[count++] = {header, size};
-    if (piece > 0) iov[count++] = {masked_.data(), piece};
+    if (piece > 0) iov[count++] = {masked.data(), piece};
     if (std::error_code ec = writev(iov, count)) return ec;
     done += piece;
   } while (done < payload.size());
@@ -369,6 +447,12 @@ std::error_code Connection::close(std::uint16_t code, std::string_view reason) {
     return is_context_error(ec) ? make_error_code(net::errc::timeout) : ec;
   }
   if (outcome == CloseSend::already_sent) return errc::closed;
+  if (served_.load(std::memory_order_acquire)) {
+    // serve()'s goroutine (or the wake-up that starts it) reads the peer's answer; a
+    // peer that gives none meets this deadline there.
+    if (close_timeout_.count() > 0) (void)set_read_deadline(net::deadline_after(close_timeout_));
+    return {};
+  }
   // Wait for the peer's close frame: read it here, or let the goroutine already reading
   // find it (its read returns the peer's close and releases the lock).
   if (read_mu_.lock(ctx)) {
@@ -376,6 +460,33 @@ std::error_code Connection::close(std::uint16_t code, std::string_view reason) {
     return net::errc::timeout;
   }
   std::unique_lock lock(read_mu_, std::adopt_lock);
+  return await_peer_close(ctx);
+}
+
+std::error_code Connection::close_as_reader(std::uint16_t code, std::string_view reason) {
+  auto [ctx, cancel] = bounded(close_timeout_);
+  CloseSend outcome = CloseSend::sent;
+  if (std::error_code ec = send_close(code, reason, ctx, &outcome)) {
+    close_stream();
+    return is_context_error(ec) ? make_error_code(net::errc::timeout) : ec;
+  }
+  // A close that went out before (close() from another goroutine) has had its wait.
+  if (outcome == CloseSend::already_sent) {
+    close_stream();
+    return errc::closed;
+  }
+  // Whatever deadline was set, or interrupt_reader made pass, the answer gets
+  // close_timeout.
+  {
+    std::lock_guard state(state_mu_);
+    reader_interrupted_ = false;
+  }
+  (void)set_read_deadline(net::no_deadline);
+  std::lock_guard lock(read_mu_);
+  return await_peer_close(ctx);
+}
+
+std::error_code Connection::await_peer_close(const Context& ctx) {
   Message discarded;
   std::error_code ec;
   while (!(ec = read_locked(discarded, ctx))) {

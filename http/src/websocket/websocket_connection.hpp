@@ -5,16 +5,19 @@
 // Locking:
 //   read_mu_     one reader at a time; guards the read buffer, the decoder, the message
 //                being assembled, the inflater and read_error_. close() takes it to wait
-//                for the peer's close frame when nobody else is reading.
+//                for the peer's close frame when nobody else is reading (never under
+//                serve(), whose goroutine, or armed wake-up, is the reader).
 //   message_mu_  held for a whole data message (write, or a MessageWriter's lifetime);
-//                guards the deflater and deflated_. Taken before frame_mu_.
+//                guards the deflater and its output. Taken before frame_mu_.
 //   frame_mu_    held while one frame is written; guards masked_, write_error_ and
 //                close_sent_. Control frames (pong, ping, close) take only this one, so
 //                they go out between the frames of a message.
 //   state_mu_    a std::mutex never held across a park: the peer's close code and
-//                reason, and whether the stream has been closed.
+//                reason, whether the stream has been closed, and the read deadlines (the
+//                user's and serve()'s hold), which it also orders on the stream.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +43,10 @@ struct Setup {
   bool server = true;
   std::unique_ptr<net::Stream> owned;  // a client's stream; empty on a server
   net::Stream* stream = nullptr;       // the stream: owned, or the server connection's
+  // A server's: what keeps its connection open (TakenConnection::owner); empty when the
+  // connection ends with the handler.
+  std::shared_ptr<net::Stream> kept;
+  Context shutdown;  // a server's: cancelled when the server begins to shut down
   std::string early;                   // bytes read past the handshake
   std::string subprotocol;
   std::optional<DeflateParams> deflate;  // permessage-deflate, when agreed
@@ -67,19 +74,52 @@ class Connection {
   void unlock_message() { message_mu_.unlock(); }
   std::error_code write_piece(MessageType type, bool first, bool fin, bool compress,
                               std::string_view data, const Context& ctx);
-  bool compression() const noexcept { return deflater_ != nullptr; }
+  bool compression() const noexcept { return deflating_ != nullptr; }
 
   net::Stream& stream() noexcept { return *stream_; }
   const std::string& subprotocol() const noexcept { return subprotocol_; }
   std::uint16_t peer_close_code() const;
   std::string peer_close_reason() const;
+  std::error_code set_read_deadline(net::Deadline d);
+
+  // --- serve() (websocket_serve.cpp): reading without a goroutine of one's own ---
+  // Whether the connection can go on once the handler that accepted it returns: a
+  // client's always; a server's when it holds its owner.
+  bool outlives_handler() const noexcept { return !server_ || kept_ != nullptr; }
+  const std::shared_ptr<net::Stream>& kept() const noexcept { return kept_; }
+  const Context& shutdown_context() const noexcept { return shutdown_; }
+  // Marks the connection served: from now on read() refuses and close() leaves the
+  // reading to the server's goroutine. False when it was served already.
+  bool begin_serving() noexcept { return !served_.exchange(true, std::memory_order_acq_rel); }
+  // The serving goroutine's read. hold > 0: a read that finds no byte of a message
+  // waiting waits at most hold for one (within the read deadline); when none comes it
+  // returns {} with *idle set, and the connection may wait with no goroutine (nothing
+  // of a message is lost: a partial frame stays buffered).
+  std::error_code serve_read(Message& out, std::chrono::nanoseconds hold, bool* idle);
+  // Whether input is buffered (a frame, or the start of one, read past the last
+  // message): then the serving goroutine reads on instead of waiting for the socket.
+  bool input_buffered() const noexcept { return begin_ != end_; }
+  // Before a wait with no goroutine: the read buffers go (nothing is buffered).
+  void release_input() noexcept;
+  // Wakes the reader for good: the read deadline passes and stays passed, whatever
+  // deadline is set later, until close_as_reader (serve()'s shutdown).
+  void interrupt_reader();
+  // The close handshake made by the reader itself (serve's goroutine, at shutdown or a
+  // read deadline): sends code unless a close went out already, waits up to
+  // close_timeout for the peer's answer, closes the stream. Returns what close() does.
+  std::error_code close_as_reader(std::uint16_t code, std::string_view reason);
 
  private:
   // Reading (caller holds read_mu_).
   std::error_code read_locked(Message& out, const Context& ctx);
+  // After this side's close frame: reads until the peer's (discarding messages), then
+  // closes the stream. {} when the peer answered.
+  std::error_code await_peer_close(const Context& ctx);
   std::error_code fill(const Context& ctx);
-  char* input() noexcept { return large_ ? large_.get() : small_; }
-  std::size_t input_capacity() const noexcept { return large_ ? large_capacity_ : sizeof small_; }
+  char* input() noexcept { return input_.get(); }
+  std::size_t input_capacity() const noexcept { return input_capacity_; }
+  // Makes the input buffer `capacity` bytes, keeping what it holds (which fits).
+  void resize_input(std::size_t capacity);
   std::error_code read_failed(const Result<std::size_t>& n);
   std::error_code finish_message(Message& out);
   std::error_code peer_closed(std::uint16_t code, std::string_view reason);
@@ -101,45 +141,66 @@ class Connection {
                                      std::string_view payload, const Context& ctx);
 
   const bool server_;
+  // Destroyed last: the server connection the stream belongs to.
+  const std::shared_ptr<net::Stream> kept_;
   std::unique_ptr<net::Stream> owned_;
   net::Stream* const stream_;
   const std::string subprotocol_;
   const std::size_t max_message_size_;
   const std::chrono::nanoseconds close_timeout_;
   const std::size_t compression_min_size_;
+  const Context shutdown_;
+  std::atomic<bool> served_{false};
 
   goro::Mutex read_mu_;
-  // The input is read into small_ when nothing is left over, the last read drained the
-  // socket and came long after the one before (kBusyGapNs in the .cpp), so that a
-  // WebSocket waiting for its next message holds no page of input (an idle one is the
-  // common case); otherwise into large_, made when a read filled small_ or left part of
-  // a frame.
-  std::unique_ptr<char[]> large_;
-  std::size_t large_capacity_ = 0;
+  // The input buffer: kSmallInput bytes (in the .cpp) when nothing is left over, the
+  // last read drained the socket and came long after the one before (kBusyGapNs), so
+  // that a WebSocket waiting for its next message holds no page of input (an idle one is
+  // the common case); kReadBufferSize otherwise (a read filled the small one or left
+  // part of a frame); none at all while serve() waits with no goroutine
+  // (release_input). Made on the first read.
+  std::unique_ptr<char[]> input_;
+  std::size_t input_capacity_ = 0;
   std::size_t begin_ = 0, end_ = 0;  // unconsumed input: [begin_, end_) of input()
   bool last_read_full_ = false;
   bool input_busy_ = false;  // the last read came within kBusyGapNs of the one before
   std::int64_t last_input_ns_ = INT64_MIN / 2;  // when it came (CLOCK_MONOTONIC_COARSE)
-  char small_[512];
   FrameDecoder decoder_;
   std::string message_;     // the data message being assembled
-  std::string compressed_;  // ... or its payload, while compressed
-  std::unique_ptr<Inflater> inflater_;
+  // permessage-deflate's reading side, when agreed: the inflater and the payload of a
+  // compressed message being assembled.
+  struct Inflating {
+    Inflating(int window_bits, bool no_context_takeover) : inflater(window_bits, no_context_takeover) {}
+    Inflater inflater;
+    std::string compressed;
+  };
+  std::unique_ptr<Inflating> inflating_;
   std::error_code read_error_;  // set once reading can never succeed again
 
   goro::Mutex message_mu_;
-  std::unique_ptr<Deflater> deflater_;
-  std::string deflated_;
+  // ... and its writing side: the deflater and its output.
+  struct Deflating {
+    Deflating(int level, int window_bits, bool no_context_takeover)
+        : deflater(level, window_bits, no_context_takeover) {}
+    Deflater deflater;
+    std::string deflated;
+  };
+  std::unique_ptr<Deflating> deflating_;
 
   goro::Mutex frame_mu_;
-  std::string masked_;
+  std::unique_ptr<std::string> masked_;  // a client's masked copy of a frame (made on its first)
   std::error_code write_error_;
   bool close_sent_ = false;
 
   mutable std::mutex state_mu_;
   std::uint16_t peer_code_ = 0;
-  std::string peer_reason_;
+  std::unique_ptr<std::string> peer_reason_;  // made when the peer's close frame has one
   bool stream_closed_ = false;
+  // The read deadline the user set, and the end of a serving goroutine's hold while it
+  // waits for a next message (no_deadline: none); the stream's deadline is the earlier.
+  net::Deadline read_deadline_ = net::no_deadline;
+  net::Deadline hold_until_ = net::no_deadline;
+  bool reader_interrupted_ = false;  // interrupt_reader: the stream's deadline is past
 };
 
 }  // namespace goro::http::websocket::detail

@@ -145,6 +145,8 @@ class FrameDecoder {
   // The type of the message in progress (or last ended), and whether it is compressed.
   std::uint8_t message_opcode() const noexcept { return message_opcode_; }
   bool message_compressed() const noexcept { return compressed_; }
+  // Whether a data message has begun and not ended (or a frame's payload is part way).
+  bool in_message() const noexcept { return in_message_ || in_payload_; }
 
  private:
   Event fail(std::uint16_t code, const char* reason) noexcept;
@@ -152,16 +154,17 @@ class FrameDecoder {
   Event payload_event(char* bytes, std::size_t n) noexcept;
   Event control_event(char* payload) noexcept;
 
+  // (The small fields together: a decoder lives in every WebSocket, idle ones included.)
   Rules rules_;
   Violation failed_;
   FrameHeader frame_;
-  bool in_payload_ = false;      // inside a data frame's payload
   std::uint64_t frame_left_ = 0;
   std::uint64_t frame_offset_ = 0;  // payload bytes of the frame already seen (for the mask)
-  bool in_message_ = false;      // a data message has started and not ended
+  std::uint64_t message_size_ = 0;
+  bool in_payload_ = false;  // inside a data frame's payload
+  bool in_message_ = false;  // a data message has started and not ended
   std::uint8_t message_opcode_ = 0;
   bool compressed_ = false;
-  std::uint64_t message_size_ = 0;
   Utf8Validator utf8_;
 };
 

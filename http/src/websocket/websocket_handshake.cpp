@@ -12,6 +12,7 @@
 
 #include <goro/http/errors.hpp>
 #include <goro/http/response_controller.hpp>
+#include <goro/http/server.hpp>
 #include <goro/http/websocket.hpp>
 #include <goro/net/dial.hpp>
 #include <goro/net/tls.hpp>
@@ -221,6 +222,8 @@ Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& o
   detail::Setup setup;
   setup.server = true;
   setup.stream = stream;
+  setup.kept = std::move(taken->owner);
+  setup.shutdown = http::shutdown_context(req);
   setup.early = std::move(taken->early);
   setup.subprotocol = subprotocol.value_or("");
   if (deflate) setup.deflate = deflate->params;

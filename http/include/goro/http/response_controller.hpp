@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <system_error>
 
 #include <goro/http/headers.hpp>
@@ -28,10 +29,17 @@ namespace goro::http {
 
 // The connection, handed to the handler (Go's Hijack): the stream, with no deadline set,
 // and the bytes the server had already read past the request. From then on the server
-// writes nothing on it and closes it when the handler returns.
+// writes nothing on it. It closes when the handler returns, unless `owner` is kept.
 struct TakenConnection {
   net::Stream* stream = nullptr;
   std::string early{};
+  // Keeps the connection open past the handler's return: while a copy lives, the stream
+  // stays open (it points at `stream`); the last copy to go closes it. The server still
+  // counts the connection (max_connections, /metrics) and closes it at a shutdown's
+  // deadline, like a connection whose handler still runs. Empty where the connection
+  // must end with the handler (a connection served by Server::serve_conn, whose caller
+  // waits for its end).
+  std::shared_ptr<net::Stream> owner{};
 };
 
 // A writer that can hand its connection over (HTTP/1.1: a WebSocket, a tunnel). Fails

@@ -11,7 +11,16 @@
 //   });                                       // returning closes the connection
 //
 // A WebSocket is written as a loop in its own goroutine, like any goro connection: every
-// read and write parks the goroutine, never the thread.
+// read and write parks the goroutine, never the thread. Or it is served message by
+// message, holding no goroutine between messages (ten thousand idle WebSockets cost a
+// sixth of the memory), with serve():
+//
+//     auto ws = http::websocket::accept(req, w);
+//     if (!ws) return;
+//     http::websocket::serve(std::make_shared<http::websocket::WebSocket>(std::move(*ws)),
+//                            [](http::websocket::WebSocket& ws, http::websocket::Message& m) {
+//                              (void)ws.write(m.type, m.data);
+//                            });                 // returns at once; so does the handler
 //
 // Concurrency: one goroutine may read while others write. read() is for one goroutine
 // at a time (two readers are serialised). write(), writer(), ping() and close() may be
@@ -168,8 +177,9 @@ struct DialOptions {
 };
 
 namespace detail {
-class Connection;  // http/src/websocket_connection.hpp
-}
+class Connection;  // http/src/websocket/websocket_connection.hpp
+class Session;     // http/src/websocket/websocket_serve.cpp
+}  // namespace detail
 
 // Streams one message as several frames (fragmentation): each write() sends one frame,
 // close() the last one. While it exists, other goroutines' messages wait; control
@@ -255,7 +265,9 @@ class WebSocket {
   std::error_code close(std::uint16_t code = close_code::normal, std::string_view reason = {});
 
   // Deadlines for reads and writes (net::Stream's): a passed deadline fails the calls
-  // of that direction with net::errc::timeout until another is set.
+  // of that direction with net::errc::timeout until another is set. Under serve(), a
+  // passed read deadline ends the WebSocket (an idle limit: set it again in each
+  // on_message to keep a live peer).
   std::error_code set_read_deadline(net::Deadline d);
   std::error_code set_write_deadline(net::Deadline d);
 
@@ -269,6 +281,7 @@ class WebSocket {
   std::string remote_addr() const;
 
  private:
+  friend class detail::Session;
   std::unique_ptr<detail::Connection> conn_;
 };
 
@@ -282,12 +295,45 @@ class WebSocket {
 //   400  Connection without "upgrade", HTTP/1.0, a missing or malformed
 //        Sec-WebSocket-Key, a malformed Sec-WebSocket-Extensions
 //   403  a cross-origin request that check_origin refuses
-// The WebSocket uses the handler's connection: the handler must not return while it is
-// in use (join the goroutines that read or write it first); when the handler returns the
-// connection is closed. The server counts it as active, so a graceful shutdown waits for
-// the handler until its deadline: watch http::shutdown_context(req) and close with
+// The WebSocket owns the handler's connection: it may outlive the handler (moved to
+// another goroutine, kept in a room, given to serve()), and the connection closes when
+// it is destroyed. Under Server::serve_conn, whose caller waits for the connection, the
+// connection closes when the handler returns instead: the handler must not return while
+// the WebSocket is in use. The server counts it as an active connection, so a graceful
+// shutdown waits for it until its deadline: serve() says going away by itself; a
+// handler that reads on its own watches http::shutdown_context(req) and closes with
 // close_code::going_away.
 Result<WebSocket> accept(Request& req, ResponseWriter& w, const AcceptOptions& options = {});
+
+// What serve() calls: on_message for each message, on_end once at the end, with why the
+// WebSocket ended: what read() would have returned (the peer's close code in
+// close_category(), errc::protocol_error..., net::errc::timeout for a read deadline, a
+// net error), or, after a close this side made, the peer's answering code.
+using MessageHandler = std::function<void(WebSocket& ws, Message& message)>;
+using EndHandler = std::function<void(WebSocket& ws, std::error_code why)>;
+
+// Serves a WebSocket message by message, without a goroutine of its own: while no
+// message is coming the connection waits the way an idle keep-alive HTTP connection
+// does, with no goroutine, no stack and no input buffer (about 2 KiB an idle WebSocket
+// instead of 12, docs/http.md). A message's first bytes start a goroutine that reads it
+// and calls on_message; after it returns the goroutine waits a moment (30 ms) for the
+// next message and then goes. Messages are handled one at a time, in order; on_message
+// may write, and may keep ws (through the shared_ptr) for other goroutines to write to.
+// Pings are answered and the close handshake is made as read() does. The connection
+// ends when the peer closes, on a protocol error, when a read deadline passes, when
+// another goroutine calls close() (which then sends its close frame and returns; the
+// peer's answer arrives here), and when the server shuts down (close_code::going_away);
+// then on_end runs, once. Nobody else may read() meanwhile (it fails with
+// std::errc::operation_in_progress).
+//
+// Returns at once, and the handler that accepted ws returns too. Where the stream
+// cannot wait without a goroutine (TLS, whose decrypted bytes may wait in user space),
+// one goroutine reads instead, holding its stack; under Server::serve_conn serve()
+// reads on the calling goroutine and returns when the WebSocket has ended. Fails, with
+// nothing called, when ws holds no connection (errc::closed) or is served already
+// (std::errc::operation_in_progress).
+std::error_code serve(std::shared_ptr<WebSocket> ws, MessageHandler on_message,
+                      EndHandler on_end = {});
 
 // Connects to a ws:// or wss:// URL (http:// and https:// are taken as the same) and
 // performs the handshake. Blocks (parks) until the connection is open or has failed.
