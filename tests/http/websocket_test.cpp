@@ -20,6 +20,7 @@
 #include <goro/http/server.hpp>
 #include <goro/http/websocket.hpp>
 #include <goro/net/dial.hpp>
+#include <goro/net/listener.hpp>
 #include <goro/net/errors.hpp>
 #include <goro/scheduler/chan.hpp>
 #include <goro/scheduler/runtime.hpp>
@@ -1382,6 +1383,50 @@ TEST_P(WebSocketServe, EarlyBytesPingsAndProtocolErrors) {
     EXPECT_TRUE(raw->reaches_end());
     EXPECT_EQ(*ended.recv(), errc::protocol_error);
     EXPECT_FALSE(server->close());
+  });
+}
+
+// Under Server::serve_conn the connection ends with the handler, so serve() reads on
+// the handler's goroutine and returns after on_end; a shutdown still says going away.
+TEST_P(WebSocketServe, UnderServeConnItServesOnTheHandlersGoroutine) {
+  run(GetParam(), [] {
+    auto listener = net::listen("tcp", "127.0.0.1:0");
+    ASSERT_TRUE(listener);
+    goro::Chan<std::string> order(4);
+    Server server([&](Request& req, ResponseWriter& w) {
+      auto accepted = accept(req, w);
+      if (!accepted) return;
+      std::error_code ec = serve(
+          std::make_shared<WebSocket>(std::move(*accepted)),
+          [](WebSocket& s, Message& m) { (void)s.write(m.type, m.data); },
+          [&](WebSocket&, std::error_code why) {
+            order.send("end " + std::to_string(close_code_of(why)));
+          });
+      order.send(ec ? ec.message() : "returned");
+    });
+    goro::Chan<int> served(1);
+    goro::go([&] {
+      auto conn = listener->accept();
+      if (conn) server.serve_conn(std::make_unique<net::Conn>(std::move(*conn)));
+      served.send(1);
+    });
+    auto ws = dial("ws://" + listener->addr().to_string() + "/ws");
+    ASSERT_TRUE(ws) << ws.error().message();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_FALSE(ws->write_text("inline " + std::to_string(i)));
+      EXPECT_EQ(ws->read()->data, "inline " + std::to_string(i));
+      goro::sleep(40ms);
+    }
+    goro::Chan<std::error_code> read_result(1);
+    goro::go([&] { read_result.send(ws->read().error()); });
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(server.shutdown(std::chrono::steady_clock::now() + 5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+    EXPECT_EQ(close_code_of(*read_result.recv()), close_code::going_away);
+    EXPECT_EQ(*order.recv(), "end 1001");
+    EXPECT_EQ(*order.recv(), "returned");
+    served.recv();
+    listener->close();
   });
 }
 

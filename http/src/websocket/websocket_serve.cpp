@@ -92,7 +92,9 @@ std::error_code Session::serve(std::shared_ptr<WebSocket> ws, MessageHandler on_
   auto self = std::make_shared<Session>(std::move(ws), std::move(on_message), std::move(on_end));
   Session& s = *self;
   if (!conn.outlives_handler()) {
-    // The connection ends with the handler: serve on its goroutine.
+    // The connection ends with the handler: serve on its goroutine. The session lives
+    // until the watch, whose hook points at it, is gone.
+    const std::shared_ptr<Session> keep = self;
     goro::detail::ContextWatch watch(conn.shutdown_context(), &Session::shutdown_began, &s);
     if (!watch.ok()) s.stopping_.store(true, std::memory_order_seq_cst);  // begun already
     run(std::move(self), false);
