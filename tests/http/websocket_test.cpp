@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -1427,6 +1428,40 @@ TEST_P(WebSocketServe, UnderServeConnItServesOnTheHandlersGoroutine) {
     EXPECT_EQ(*order.recv(), "returned");
     served.recv();
     listener->close();
+  });
+}
+
+// A handler that throws ends its WebSocket with 1011; the reason reaches the error log.
+TEST_P(WebSocketServe, AThrowingMessageHandlerClosesWith1011) {
+  run(GetParam(), [] {
+    goro::Chan<std::error_code> ended(1);
+    goro::Chan<std::string> logged(4);
+    httptest::StartOptions start;
+    start.server.error_log = [&](std::string_view message) { logged.send(std::string(message)); };
+    auto server = httptest::Server::start(
+        [&](Request& req, ResponseWriter& w) {
+          auto accepted = accept(req, w);
+          if (!accepted) return;
+          (void)serve(
+              std::make_shared<WebSocket>(std::move(*accepted)),
+              [](WebSocket& s, Message& m) {
+                if (m.data == "boom") throw std::runtime_error("no such command");
+                (void)s.write(m.type, m.data);
+              },
+              [&](WebSocket&, std::error_code why) { ended.send(why); });
+        },
+        start);
+    ASSERT_TRUE(server);
+    auto ws = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(ws);
+    ASSERT_FALSE(ws->write_text("fine"));
+    EXPECT_EQ(ws->read()->data, "fine");
+    ASSERT_FALSE(ws->write_text("boom"));
+    EXPECT_EQ(close_code_of(ws->read().error()), close_code::internal_error);
+    EXPECT_EQ(close_code_of(*ended.recv()), close_code::internal_error);
+    const std::string line = *logged.recv();
+    EXPECT_NE(line.find("threw: no such command"), std::string::npos) << line;
+    EXPECT_FALSE(server->close());
   });
 }
 

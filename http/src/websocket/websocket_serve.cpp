@@ -25,7 +25,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <goro/net/errors.hpp>
@@ -71,6 +74,8 @@ class Session final : public std::enable_shared_from_this<Session>, public http:
   void begin_shutdown() override;
   static void shutdown_began(goro::detail::CancelHook* hook);
   void stop();
+  // on_message threw: the peer gets 1011, the server's error log the reason.
+  void failed(const char* what);
   void end(std::error_code why);
 
   const std::shared_ptr<WebSocket> ws_;
@@ -146,7 +151,17 @@ void Session::run(std::shared_ptr<Session> self, bool may_park) {
       s.end(ec);
       return;
     }
-    if (s.on_message_) s.on_message_(*s.ws_, m);
+    if (s.on_message_) {
+      try {
+        s.on_message_(*s.ws_, m);
+      } catch (const std::exception& e) {
+        s.failed(e.what());
+        return;
+      } catch (...) {
+        s.failed("unknown exception");
+        return;
+      }
+    }
     hold = true;
   }
 }
@@ -192,10 +207,33 @@ void Session::stop() {
   end(ec);
 }
 
+void Session::failed(const char* what) {
+  std::string message = "websocket on_message from ";
+  message.append(conn_.stream().remote_addr().to_string());
+  message.append(" threw: ");
+  message.append(what);
+  if (server_conn_ != nullptr) {
+    server_conn_->server().log_error(message);
+  } else {
+    std::fprintf(stderr, "goro/http: %s\n", message.c_str());
+  }
+  std::error_code ec = conn_.close_as_reader(close_code::internal_error, "internal error");
+  if (!ec) ec = std::error_code(conn_.peer_close_code(), close_category());
+  end(ec);
+}
+
 void Session::end(std::error_code why) {
   // After this no shutdown calls begin_shutdown (set_engine takes the server's lock).
   if (server_conn_ != nullptr) server_conn_->set_engine(nullptr);
-  if (on_end_) on_end_(*ws_, why);
+  if (!on_end_) return;
+  try {
+    on_end_(*ws_, why);
+  } catch (const std::exception& e) {
+    if (server_conn_ != nullptr)
+      server_conn_->server().log_error(std::string("websocket on_end threw: ") + e.what());
+  } catch (...) {
+    if (server_conn_ != nullptr) server_conn_->server().log_error("websocket on_end threw");
+  }
 }
 
 }  // namespace detail

@@ -324,7 +324,8 @@ using EndHandler = std::function<void(WebSocket& ws, std::error_code why)>;
 // another goroutine calls close() (which then sends its close frame and returns; the
 // peer's answer arrives here), and when the server shuts down (close_code::going_away);
 // then on_end runs, once. Nobody else may read() meanwhile (it fails with
-// std::errc::operation_in_progress).
+// std::errc::operation_in_progress). An exception from on_message ends the WebSocket
+// with close_code::internal_error (1011), reported on the server's error_log.
 //
 // Returns at once, and the handler that accepted ws returns too. Where the stream
 // cannot wait without a goroutine (TLS, whose decrypted bytes may wait in user space),
