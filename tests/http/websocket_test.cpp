@@ -1465,6 +1465,33 @@ TEST_P(WebSocketServe, AThrowingMessageHandlerClosesWith1011) {
   });
 }
 
+// A client's WebSocket may be served too: the server's messages, past the hold or in a
+// burst, reach on_message with no goroutine waiting in between.
+TEST_P(WebSocketServe, AClientWebSocketIsServedLikeAServersOne) {
+  run(GetParam(), [] {
+    auto server = httptest::Server::start([](Request& req, ResponseWriter& w) {
+      auto ws = accept(req, w);
+      if (!ws) return;
+      for (int i = 0; i < 4; ++i) {
+        if (i == 2) goro::sleep(60ms);
+        if (ws->write_text("news " + std::to_string(i))) return;
+      }
+      (void)ws->close(4005, "that is all");
+    });
+    ASSERT_TRUE(server);
+    auto dialed = dial(ws_url(*server, "/ws"));
+    ASSERT_TRUE(dialed);
+    goro::Chan<std::string> got(8);
+    ASSERT_FALSE(serve(
+        std::make_shared<WebSocket>(std::move(*dialed)),
+        [&](WebSocket&, Message& m) { got.send(m.data); },
+        [&](WebSocket&, std::error_code why) { got.send("end " + std::to_string(close_code_of(why))); }));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(*got.recv(), "news " + std::to_string(i));
+    EXPECT_EQ(*got.recv(), "end 4005");
+    EXPECT_FALSE(server->close());
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ps, WebSocketServe, ::testing::Values(1, 2, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "Ps"; });
 
