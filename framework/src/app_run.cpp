@@ -62,7 +62,8 @@ std::error_code write_pid_file(const std::string& path) {
   return {};
 }
 
-// Removes path if it still names this process: after an upgrade it names the new one.
+// Removes path if it still names this process (a stop that was no upgrade; after one,
+// the file is left to the new process).
 void remove_pid_file(const std::string& path) {
   std::ifstream in(path);
   long pid = 0;
@@ -340,7 +341,9 @@ int App::run(std::function<http::Handler()> make) {
           log("shutdown: " + shut.message() + " (connections still open were closed)");
         }
         goro::signal_stop(signals);
-        if (!options_.pid_file.empty()) remove_pid_file(options_.pid_file);
+        // After an upgrade the file is the new process's: it writes it right after its
+        // READY=1, perhaps only now, and a look-then-remove here could remove its pid.
+        if (!options_.pid_file.empty() && !upgraded) remove_pid_file(options_.pid_file);
         return 0;
       },
       goro::Config{.maxprocs = options_.maxprocs});
