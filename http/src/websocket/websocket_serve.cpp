@@ -25,10 +25,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <goro/net/errors.hpp>
@@ -53,7 +55,6 @@ class Session final : public std::enable_shared_from_this<Session>, public http:
         conn_(*ws_->conn_),
         on_message_(std::move(on_message)),
         on_end_(std::move(on_end)) {}
-  ~Session() = default;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -76,6 +77,9 @@ class Session final : public std::enable_shared_from_this<Session>, public http:
   void stop();
   // on_message threw: the peer gets 1011, the server's error log the reason.
   void failed(const char* what);
+  // The close handshake made here, then on_end with the peer's answering code (or why
+  // there was none).
+  void close_and_end(std::uint16_t code, std::string_view reason);
   void end(std::error_code why);
 
   const std::shared_ptr<WebSocket> ws_;
@@ -108,12 +112,7 @@ std::error_code Session::serve(std::shared_ptr<WebSocket> ws, MessageHandler on_
   // set_engine tells a shutdown already under way at once.
   s.server_conn_ = http::detail::taken_connection(conn.kept());
   if (s.server_conn_ != nullptr) s.server_conn_->set_engine(&s);
-  if (!conn.input_buffered() && s.arm(self)) {
-    // The handler's goroutine ends soon and waits in the runtime's cache for reuse:
-    // without the pages the handshake touched below this frame (its hashing, its head).
-    goro::release_unused_stack();
-    return {};
-  }
+  if (!conn.input_buffered() && s.arm(self)) return {};
   goro::go(GoOptions{.name = "websocket"}, [self = std::move(self)]() mutable {
     run(std::move(self), true);
   });
@@ -201,8 +200,10 @@ void Session::shutdown_began(goro::detail::CancelHook* hook) {
   static_cast<Session*>(hook->arg)->begin_shutdown();
 }
 
-void Session::stop() {
-  std::error_code ec = conn_.close_as_reader(close_code::going_away, "server shutting down");
+void Session::stop() { close_and_end(close_code::going_away, "server shutting down"); }
+
+void Session::close_and_end(std::uint16_t code, std::string_view reason) {
+  std::error_code ec = conn_.close_as_reader(code, reason);
   if (!ec) ec = std::error_code(conn_.peer_close_code(), close_category());
   end(ec);
 }
@@ -217,9 +218,7 @@ void Session::failed(const char* what) {
   } else {
     std::fprintf(stderr, "goro/http: %s\n", message.c_str());
   }
-  std::error_code ec = conn_.close_as_reader(close_code::internal_error, "internal error");
-  if (!ec) ec = std::error_code(conn_.peer_close_code(), close_category());
-  end(ec);
+  close_and_end(close_code::internal_error, "internal error");
 }
 
 void Session::end(std::error_code why) {
