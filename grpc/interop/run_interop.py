@@ -285,17 +285,27 @@ def run_pair(peers, client, server, transport, certs, cases, args, work, results
             if outcome != "ok" or args.verbose:
                 log(f"  {client} -> {server} {transport} {case}: {outcome} ({elapsed:.2f} s)")
                 log("    $ " + " ".join(cmd))
-                for line in output.strip().splitlines()[-20:]:
+                for line in tail_lines(output):
                     log("    | " + line)
                 # What the server wrote meanwhile (its errors, a sanitizer's report).
                 with open(log_path, "rb") as server_log:
                     server_log.seek(server_log_offset)
                     server_output = server_log.read().decode(errors="replace").strip()
-                for line in server_output.splitlines()[-20:]:
+                for line in tail_lines(server_output):
                     log(f"    {server} server | " + line)
     finally:
         if running is not None:
             running.stop()
+
+
+def tail_lines(output):
+    """The last 20 lines of a program's output; from the start of a sanitizer's report
+    where there is one (both stacks are needed to read a race), up to 300 lines."""
+    lines = output.strip().splitlines()
+    for i, line in enumerate(lines):
+        if "Sanitizer" in line and ("WARNING" in line or "ERROR" in line):
+            return lines[max(0, i - 1):][:300]
+    return lines[-20:]
 
 
 def decode(data):

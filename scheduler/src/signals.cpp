@@ -70,7 +70,8 @@ void preempt_handler(int, siginfo_t*, void*) {
     int none = 0;
     if (m->preempt_detached.compare_exchange_strong(none, kDetachPending,
                                                     std::memory_order_acq_rel)) {
-      hog_priority_lower(m);
+      // At exit nothing is left to protect from the hog, and run waits for its stretch.
+      if (!sched.exiting.load(std::memory_order_relaxed)) hog_priority_lower(m);
       finish_detach(m, pp);
     }
   }
@@ -129,13 +130,18 @@ void hog_priority_lower(M* m) {
   if (!hog_priority_ok.load(std::memory_order_relaxed)) return;
   const long prio = thread_prio_raw();
   if (prio <= 0 || 20 - prio >= kHogNice) return;
-  if (set_thread_nice(kHogNice)) m->hog_saved_prio = static_cast<sig_atomic_t>(prio);
+  if (set_thread_nice(kHogNice))
+    m->hog_saved_prio.store(static_cast<int>(prio), std::memory_order_relaxed);
 }
 
 void hog_priority_restore(M* m) {
-  if (m->hog_saved_prio == 0) return;
-  set_thread_nice(20 - m->hog_saved_prio);
-  m->hog_saved_prio = 0;
+  const int saved = m->hog_saved_prio.exchange(0, std::memory_order_relaxed);
+  if (saved != 0) set_thread_nice(20 - saved);
+}
+
+void hog_priority_restore_from(M* m) {
+  const int saved = m->hog_saved_prio.exchange(0, std::memory_order_relaxed);
+  if (saved != 0) syscall(SYS_setpriority, PRIO_PROCESS, static_cast<id_t>(m->tid), 20 - saved);
 }
 
 void install_runtime_signals() {

@@ -64,6 +64,13 @@ void runtime_exit(int code) {
   sched.exit_note.wakeup();
 }
 
+// How long run_main's shutdown waits for a thread outside the runtime before it abandons
+// it. A goroutine is usually outside for a moment (a TLS write of a connection's writer,
+// a short blocking call); once run returns, the caller's exit runs the process's static
+// destructors and atexit handlers (OpenSSL's cleanup among them), and a thread still in
+// user code then would use what they free.
+constexpr std::int64_t kExitGrace = 100'000'000;
+
 // run_main's shutdown: marks m abandoned if its thread is outside the runtime (in a
 // blocking call, or a detached hog), so that it never comes back in (return_inside).
 // Whether m is abandoned (now or in an earlier round).
@@ -220,21 +227,27 @@ int run_main(std::function<int()> main_fn, Config config) {
 
   // Shutdown, as Go's main returning: parked goroutines are abandoned, and so are the
   // threads of goroutines in user code, spinning or inside a blocking call: run returns
-  // without waiting for them. Each thread in the runtime leaves it; one outside is
-  // marked abandoned (abandon_outside), one still holding its P in user code is
-  // detached by the preemption signal first.
+  // without waiting for them past kExitGrace. Each thread in the runtime leaves it; one
+  // still holding its P in user code is detached by the preemption signal; one outside
+  // (so detached, or in a blocking call) that has not come back within the grace is
+  // marked abandoned (abandon_outside).
   pthread_join(sched.sysmon_thread, nullptr);
+  const std::int64_t grace_until = nanotime() + kExitGrace;
   for (int round = 0;; ++round) {
     sched.lock.lock();
     std::vector<M*> ms = sched.all_m;
     sched.lock.unlock();
+    const bool grace = nanotime() < grace_until;
     bool all = true;
     for (M* m : ms) {
-      if (m->exited.load(std::memory_order_acquire) || abandon_outside(m)) continue;
+      if (m->exited.load(std::memory_order_acquire)) continue;
+      if (!grace && abandon_outside(m)) continue;
       all = false;
       // Wake it wherever it sleeps; every 10 ms, ask a goroutine that holds its P in
-      // user code to let it go.
+      // user code to let it go. A hog detached earlier gets its priority back, so that
+      // its stretch ends within the grace on a busy machine too.
       m->park.wakeup();
+      hog_priority_restore_from(m);
       if (round % 10 == 0) preempt_for_exit(m);
     }
     netpoll_break();

@@ -126,8 +126,9 @@ bool exit_syscall() {
   sched.nmsys.fetch_sub(1, std::memory_order_relaxed);
   P* oldp = m->oldp;
   m->oldp = nullptr;
-  // Fast path: our P was not retaken.
-  if (oldp) {
+  // Fast path: our P was not retaken. Not once the run is ending: main has returned, and
+  // this goroutine must not run on (the path below parks the thread, which then leaves).
+  if (oldp && !sched.exiting.load(std::memory_order_relaxed)) {
     PStatus expected = PStatus::syscall;
     if (oldp->status.compare_exchange_strong(expected, PStatus::running,
                                              std::memory_order_seq_cst)) {

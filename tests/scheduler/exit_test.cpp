@@ -1,8 +1,8 @@
-// goro::run returning as Go's main does: at once, whatever the other goroutines are
-// doing. A goroutine spinning in user code or sitting in goro::blocking does not hold
-// the return; its thread is abandoned: it goes on with the user code it is in (a loop,
-// a blocking call) and stops for good at its next call into the runtime, and the next
-// run works as if it had never existed.
+// goro::run returning as Go's main does, whatever the other goroutines are doing. A
+// goroutine spinning in user code or sitting in goro::blocking holds the return for at
+// most a grace period (100 ms); past it, its thread is abandoned: it goes on with the
+// user code it is in (a loop, a blocking call) and stops for good at its next call into
+// the runtime, and the next run works as if it had never existed.
 
 #include <goro/scheduler/runtime.hpp>
 #include <goro/scheduler/waitgroup.hpp>
@@ -29,10 +29,11 @@ constexpr bool kTsan = true;
 constexpr bool kTsan = false;
 #endif
 
-// Both reset by each test; read by goroutines that may outlive their run.
+// Reset by each test; read by goroutines that may outlive their run.
 std::atomic<bool> stop_spinning{false};
 std::atomic<bool> ran_after{false};
 std::atomic<int> started{0};
+std::atomic<bool> stretch_ended{false};
 
 void spin_until_told() {
   started.fetch_add(1);
@@ -46,6 +47,7 @@ class Exit : public WithProcs {
     stop_spinning = false;
     ran_after = false;
     started = 0;
+    stretch_ended = false;
   }
   void TearDown() override { stop_spinning = true; }
 
@@ -154,6 +156,54 @@ TEST_P(Exit, NextRunWorksBesideAbandonedThreads) {
   EXPECT_EQ(sum, 500500);
   EXPECT_FALSE(ran_after.load());
   close(fds[1]);
+}
+
+// A thread briefly outside the runtime when main returns (a connection's writer inside a
+// TLS write, a short blocking call) finishes that stretch before run returns: after
+// run, the caller's exit frees what such code uses (static destructors, OpenSSL's
+// atexit cleanup). The goroutine itself still stops at the runtime, as Go's would.
+TEST_P(Exit, ABriefBlockingCallEndsBeforeRunReturns) {
+  std::chrono::steady_clock::time_point main_returned;
+  run([&] {
+    goro::go([] {
+      started.fetch_add(1);
+      goro::blocking([] {
+        usleep(30'000);
+        stretch_ended = true;
+      });
+      ran_after = true;
+    });
+    wait_started(1);
+    goro::sleep(2ms);  // into usleep()
+    main_returned = std::chrono::steady_clock::now();
+  });
+  const double took = seconds_since(main_returned);
+  EXPECT_TRUE(stretch_ended.load()) << "run returned while a 30 ms blocking call was running";
+  EXPECT_LT(took, 1.0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(ran_after.load()) << "the goroutine ran on after main returned";
+}
+
+TEST_P(Exit, ABriefStretchOfUserCodeEndsBeforeRunReturns) {
+  if (kTsan) GTEST_SKIP() << "TSan defers signals until the thread's next libc call, so a "
+                             "pure loop is never preempted under TSan";
+  run([&] {
+    goro::go([] {
+      started.fetch_add(1);
+      // 30 ms of user code with no runtime call: detached from its P by the exit's
+      // preemption signal, it must still be let finish.
+      const auto until = std::chrono::steady_clock::now() + 30ms;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      stretch_ended = true;
+      goro::yield();
+      ran_after = true;
+    });
+    wait_started(1);
+  });
+  EXPECT_TRUE(stretch_ended.load()) << "run returned while a goroutine was in 30 ms of user code";
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(ran_after.load()) << "the goroutine ran on after main returned";
 }
 
 // The documented way to wait instead: a WaitGroup that main waits on.
