@@ -72,6 +72,10 @@ class ServerCallImpl final : public ServerCall, public ServerContext {
 
   // Reads the request's protocol fields; a status to end the call with at once, or OK.
   Status begin() {
+    // First: a call ended here at once is answered Trailers-Only, which needs it too (a
+    // client takes a gRPC response without it for an HTTP error: grpc-go said UNKNOWN,
+    // "missing content-type field", to a call whose deadline had passed on arrival).
+    w_.header().set("content-type", "application/grpc");
     const std::string_view timeout = req_.header("grpc-timeout");
     if (!timeout.empty()) {
       std::optional<std::chrono::nanoseconds> d = wire::parse_timeout(timeout);
@@ -91,7 +95,6 @@ class ServerCallImpl final : public ServerCall, public ServerContext {
     if (method_.kind != CallKind::unary) make_context();
     request_encoding_ = req_.header("grpc-encoding");
     accept_encoding_ = req_.header("grpc-accept-encoding");
-    w_.header().set("content-type", "application/grpc");
     // What this server inflates, told to a client that compresses (the protocol makes it
     // optional; the others are spared a header on every response).
     if (!request_encoding_.empty() && request_encoding_ != "identity")

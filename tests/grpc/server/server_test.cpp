@@ -228,6 +228,27 @@ TEST(GrpcServerHttp, WhatIsNotAGrpcCallGetsHttpErrors) {
   EXPECT_NE(o.out.find("grpc-status: 12"), std::string::npos) << o.out;
 }
 
+// A call ended before its method runs is still a gRPC response (Trailers-Only, with
+// content-type application/grpc): a deadline already past on arrival, a malformed
+// grpc-timeout. grpc-go reads a response without the content-type as an HTTP error.
+TEST(GrpcServerHttp, CallsEndedOnArrivalAreGrpcResponses) {
+  if (!installed("curl")) GTEST_SKIP() << "curl is not installed";
+  TestServer server(2);
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(server.port()) + "/goro.test.Echo/Unary";
+  for (const auto& [timeout, status] :
+       {std::pair<std::string, std::string>{"1n", "4"}, {"soon", "13"}}) {
+    const Output o = run_command(
+        "curl -s -D - -o /dev/null --http2-prior-knowledge -X POST -H 'content-type: "
+        "application/grpc' -H 'te: trailers' -H 'grpc-timeout: " + timeout +
+        "' --data-binary '' " + url);
+    EXPECT_NE(o.out.find("content-type: application/grpc"), std::string::npos)
+        << "grpc-timeout " << timeout << ":\n" << o.out;
+    EXPECT_NE(o.out.find("grpc-status: " + status), std::string::npos)
+        << "grpc-timeout " << timeout << ":\n" << o.out;
+  }
+}
+
 // Writes one framed EchoRequest to a temporary file for curl or h2load; returns its path.
 std::filesystem::path request_file(const EchoRequest& req, const std::string& name) {
   const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
