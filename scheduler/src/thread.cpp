@@ -89,6 +89,15 @@ namespace {
 // Starts a new M that will run pp (spinning if asked).
 void newm(P* pp, bool spinning) {
   sched.lock.lock();
+  if (sched.exiting.load(std::memory_order_relaxed)) {
+    // The run is ending: no thread starts. run_main's shutdown reads the fields of the
+    // Ms it listed without the lock, and a retired M made new in place below would be
+    // written under it (TSan saw that race).
+    pidleput(pp);
+    sched.lock.unlock();
+    if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_seq_cst);
+    return;
+  }
   if (sched.mcount.load(std::memory_order_relaxed) >= sched.max_m) {
     sched.lock.unlock();
     std::fprintf(stderr,
