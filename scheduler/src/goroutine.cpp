@@ -7,6 +7,8 @@
 
 #include <goro/scheduler/detail/runtime.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +70,12 @@ void g_main(void* arg) {
 namespace {
 
 // Forgets g and gives its stack back (unmapped, or its arena slot's pages released).
+// g is dead and no M's curg; a thread that read it as curg before may still use it, so
+// the stack goes back only once no such reader is left (the G lives on it: sysmon read
+// a released G's in_runtime and faulted, under ASan in the load smoke's idle-ws).
 void release_g(G* g) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  while (sched.curg_readers.load(std::memory_order_seq_cst) != 0) sched_yield();
   allg_lock.lock();
   allgs[g->allg_index] = allgs.back();
   allgs[g->allg_index]->allg_index = g->allg_index;

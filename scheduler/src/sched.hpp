@@ -361,6 +361,10 @@ struct Sched {
   Note sysmon_note;
   std::atomic<std::int64_t> sysmon_delay{0};  // how long sysmon sleeps now (ns)
   std::atomic<bool> sysmon_kick{false};       // watch again from the shortest delay
+  // Threads that may be using a G they found as some M's curg (sysmon's retake,
+  // run_main's shutdown): a G lives at the top of its stack, and release_g waits for
+  // none before it gives a dead G's stack back (CurgReaders).
+  std::atomic<int> curg_readers{0};
   std::atomic<std::uint64_t> sysmon_wakeups{0};
   pthread_t sysmon_thread{};
   // The signal mask of the thread that called goro::run; every M takes it (Go's
@@ -380,6 +384,18 @@ struct Sched {
 };
 
 extern Sched sched;
+
+// A scope in which the calling thread may load some M's curg and use that G (not its
+// own): release_g does not give a G's stack back while one is open. For threads that
+// run no goroutine (sysmon, run_main's); seq_cst, paired with release_g's fence, so a
+// G read as curg here is seen as read by the release that follows its clearing.
+class CurgReaders {
+ public:
+  CurgReaders() noexcept { sched.curg_readers.fetch_add(1, std::memory_order_seq_cst); }
+  ~CurgReaders() { sched.curg_readers.fetch_sub(1, std::memory_order_seq_cst); }
+  CurgReaders(const CurgReaders&) = delete;
+  CurgReaders& operator=(const CurgReaders&) = delete;
+};
 
 // The M of the calling thread. A goroutine can resume on another thread after any
 // switch, and compilers treat the thread pointer as constant within a function, so a

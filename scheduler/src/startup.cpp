@@ -248,7 +248,10 @@ int run_main(std::function<int()> main_fn, Config config) {
       // its stretch ends within the grace on a busy machine too.
       m->park.wakeup();
       hog_priority_restore_from(m);
-      if (round % 10 == 0) preempt_for_exit(m);
+      if (round % 10 == 0) {
+        CurgReaders reading;
+        preempt_for_exit(m);
+      }
     }
     netpoll_break();
     if (all) break;

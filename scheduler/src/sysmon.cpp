@@ -344,7 +344,12 @@ void sysmon_main() {
       netpoll_break();
       wakep();
     }
-    if (retake(now, &running) != 0)
+    int retaken;
+    {
+      CurgReaders reading;
+      retaken = retake(now, &running);
+    }
+    if (retaken != 0)
       idle = 0;
     else
       idle++;
