@@ -189,7 +189,7 @@ struct M {
   // Set with preempt_detached when the handler also lowered this thread's priority
   // (hog_priority_lower): the nice value to restore, as the kernel reports it (20 -
   // nice), 0 when it was not lowered. Atomic: run_main's shutdown restores it from its
-  // own thread (hog_priority_restore_from). Lock-free, so async-signal safe.
+  // own thread (hog_priority_restore). Lock-free, so async-signal safe.
   std::atomic<int> hog_saved_prio{0};
   std::atomic<bool> exited{false};  // read by run_main's shutdown
   // The goroutine wired to this M by lock_os_thread: while it is set, this M runs no

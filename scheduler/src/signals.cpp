@@ -136,11 +136,6 @@ void hog_priority_lower(M* m) {
 
 void hog_priority_restore(M* m) {
   const int saved = m->hog_saved_prio.exchange(0, std::memory_order_relaxed);
-  if (saved != 0) set_thread_nice(20 - saved);
-}
-
-void hog_priority_restore_from(M* m) {
-  const int saved = m->hog_saved_prio.exchange(0, std::memory_order_relaxed);
   if (saved != 0) syscall(SYS_setpriority, PRIO_PROCESS, static_cast<id_t>(m->tid), 20 - saved);
 }
 

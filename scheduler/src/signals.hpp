@@ -17,11 +17,10 @@ void install_runtime_signals();
 void hog_priority_probe();
 // Async-signal-safe: lowers the calling thread's priority, saving it in m.
 void hog_priority_lower(M* m);
-// Restores what hog_priority_lower saved, if anything.
+// Restores what hog_priority_lower saved, if anything: from m's own thread at its safe
+// point, or from run_main's shutdown (a hog it waits for must not wait for a CPU at
+// nice 19 behind the rest of the machine).
 void hog_priority_restore(M* m);
-// The same from another thread (run_main's shutdown: a hog it waits for must not wait
-// for a CPU at nice 19 behind the rest of the machine).
-void hog_priority_restore_from(M* m);
 
 // Prints "goroutine N: stack overflow" on stderr and aborts the process. Async-signal
 // safe: also called from the SIGSEGV handler, on the thread's alternate signal stack.

@@ -247,7 +247,7 @@ int run_main(std::function<int()> main_fn, Config config) {
       // user code to let it go. A hog detached earlier gets its priority back, so that
       // its stretch ends within the grace on a busy machine too.
       m->park.wakeup();
-      hog_priority_restore_from(m);
+      hog_priority_restore(m);
       if (round % 10 == 0) {
         CurgReaders reading;
         preempt_for_exit(m);
