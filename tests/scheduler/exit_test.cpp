@@ -34,6 +34,7 @@ std::atomic<bool> stop_spinning{false};
 std::atomic<bool> ran_after{false};
 std::atomic<int> started{0};
 std::atomic<bool> stretch_ended{false};
+std::atomic<bool> main_returning{false};
 
 void spin_until_told() {
   started.fetch_add(1);
@@ -48,6 +49,7 @@ class Exit : public WithProcs {
     ran_after = false;
     started = 0;
     stretch_ended = false;
+    main_returning = false;
   }
   void TearDown() override { stop_spinning = true; }
 
@@ -166,19 +168,22 @@ TEST_P(Exit, ABriefBlockingCallEndsBeforeRunReturns) {
   std::chrono::steady_clock::time_point main_returned;
   run([&] {
     goro::go([] {
-      started.fetch_add(1);
       goro::blocking([] {
-        usleep(30'000);
+        started.fetch_add(1);
+        // The call outlasts main by 20 ms whatever the machine's load: a fixed sleep
+        // could end before a slow main returned, and its goroutine rightly run on.
+        while (!main_returning.load()) usleep(100);
+        usleep(20'000);
         stretch_ended = true;
       });
       ran_after = true;
     });
     wait_started(1);
-    goro::sleep(2ms);  // into usleep()
     main_returned = std::chrono::steady_clock::now();
+    main_returning = true;
   });
   const double took = seconds_since(main_returned);
-  EXPECT_TRUE(stretch_ended.load()) << "run returned while a 30 ms blocking call was running";
+  EXPECT_TRUE(stretch_ended.load()) << "run returned while a blocking call was running";
   EXPECT_LT(took, 1.0);
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(ran_after.load()) << "the goroutine ran on after main returned";
@@ -190,9 +195,11 @@ TEST_P(Exit, ABriefStretchOfUserCodeEndsBeforeRunReturns) {
   run([&] {
     goro::go([] {
       started.fetch_add(1);
-      // 30 ms of user code with no runtime call: detached from its P by the exit's
-      // preemption signal, it must still be let finish.
-      const auto until = std::chrono::steady_clock::now() + 30ms;
+      // User code with no runtime call until 20 ms after main returns: detached from
+      // its P by the exit's preemption signal, it must still be let finish.
+      while (!main_returning.load()) {
+      }
+      const auto until = std::chrono::steady_clock::now() + 20ms;
       while (std::chrono::steady_clock::now() < until) {
       }
       stretch_ended = true;
@@ -200,8 +207,9 @@ TEST_P(Exit, ABriefStretchOfUserCodeEndsBeforeRunReturns) {
       ran_after = true;
     });
     wait_started(1);
+    main_returning = true;
   });
-  EXPECT_TRUE(stretch_ended.load()) << "run returned while a goroutine was in 30 ms of user code";
+  EXPECT_TRUE(stretch_ended.load()) << "run returned while a goroutine was in 20 ms of user code";
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(ran_after.load()) << "the goroutine ran on after main returned";
 }
